@@ -1,0 +1,24 @@
+// Byte-size constants and helpers. Sizes are uint64_t bytes unless a name says otherwise.
+#pragma once
+
+#include <cstdint>
+
+namespace aquifer {
+
+inline constexpr uint64_t kKiB = 1024;
+inline constexpr uint64_t kMiB = 1024 * kKiB;
+inline constexpr uint64_t kGiB = 1024 * kMiB;
+
+// Longest name of one directory entry, in bytes (POSIX NAME_MAX on Linux).
+inline constexpr uint64_t kMaxNameBytes = 255;
+// Longest symlink target, in bytes (PATH_MAX).
+inline constexpr uint64_t kMaxSymlinkBytes = 4096;
+// Largest stripe unit a layout may have, in bytes.
+inline constexpr uint64_t kMaxStripeUnitBytes = 16 * kMiB;
+// Largest gRPC message any Aquifer service accepts, in bytes.
+inline constexpr uint64_t kMaxRpcMessageBytes = 80 * kMiB;
+
+constexpr uint64_t operator""_KiB(unsigned long long v) { return v * kKiB; }
+constexpr uint64_t operator""_MiB(unsigned long long v) { return v * kMiB; }
+
+}  // namespace aquifer

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds Aquifer into build/ (Ninja, ccache). usage: scripts/build.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$dir" -j"$(nproc)"

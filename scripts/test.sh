@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds, runs every test under ctest.
+# Mount tests need root and /dev/fuse (as on CI). usage: scripts/test.sh [ctest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh --with-data
+bash scripts/build.sh build
+cd build
+ctest --output-on-failure --timeout 900 "$@"
