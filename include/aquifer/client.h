@@ -1,0 +1,247 @@
+// Aquifer's client library: the file-system API that the FUSE daemon, tests, benchmarks and a
+// future native (zero-copy) API share. It talks to aquifer-meta for the namespace and to the data
+// servers for chunks; it computes placement itself from the placement-group table.
+//
+// Threading: every method of Client is safe to call from many threads at once. An OpenFile may be
+// used by several threads at once (FUSE sends concurrent reads); writes to one OpenFile are
+// serialized inside the library.
+// Errors: every method returns a Status whose code maps to errno with ToErrno() (status.h).
+// kUnavailable means the metadata server or too many data servers could not be reached.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "aquifer/units.h"
+
+namespace aquifer {
+
+// A point in time: seconds and nanoseconds since the Unix epoch.
+struct Timestamp {
+  int64_t sec = 0;
+  uint32_t nsec = 0;  // 0..999,999,999
+  auto operator<=>(const Timestamp&) const = default;
+};
+
+// Who makes a request; the FUSE layer fills it from fuse_req_ctx and fuse_req_getgroups.
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // supplementary groups
+  uint32_t pid = 0;
+};
+
+// How a file's bytes map onto servers (see docs/design.md, "Layout and placement").
+struct Layout {
+  uint32_t k = 0;              // data units per stripe, 1..16
+  uint32_t m = 0;              // parity units per stripe, 1..4
+  uint32_t unit_bytes = 0;     // stripe unit, bytes
+  uint32_t pg_start = 0;       // first placement group of the file in the table of width k + m
+  uint32_t pg_count = 0;       // placement groups the file spans
+  uint64_t stripe_bytes() const { return uint64_t{k} * unit_bytes; }
+};
+
+// An inode's attributes, as stat(2) shows them.
+struct Attributes {
+  InodeId inode;
+  uint64_t generation = 0;
+  uint32_t mode = 0;           // S_IFMT type bits and permission bits
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size_bytes = 0;     // for an open file with unflushed writes on this client: the local size
+  uint64_t rdev = 0;
+  uint64_t blocks = 0;         // 512-byte blocks
+  Timestamp atime, mtime, ctime;
+  Layout layout;               // regular files only
+  uint64_t data_version = 0;   // committed chunk version (regular files)
+};
+
+// Which attributes SetAttr changes; unset fields stay as they are.
+struct AttrChanges {
+  std::optional<uint32_t> mode;       // permission bits (type bits ignored)
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size_bytes; // truncate or extend; holes read as zeros
+  std::optional<Timestamp> atime;
+  std::optional<Timestamp> mtime;
+  bool atime_now = false;             // set atime to the server's clock (UTIME_NOW)
+  bool mtime_now = false;
+};
+
+// One directory entry. `cookie` resumes a listing after this entry.
+struct DirEntry {
+  std::string name;
+  InodeId inode;
+  uint32_t mode = 0;                  // type bits at least
+  uint64_t cookie = 0;
+  std::optional<Attributes> attr;     // set when listed with plus = true
+};
+
+struct DirPage {
+  std::vector<DirEntry> entries;
+  bool eof = false;                   // no entries after the last one
+};
+
+// File-system totals for statfs(2), in bytes of usable space (after parity overhead).
+struct FsStats {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t files = 0;                 // inodes in use
+};
+
+// A POSIX record lock (fcntl) or flock range. Bytes [start, end], end inclusive;
+// end == UINT64_MAX means to the end of the file.
+struct LockRange {
+  int type = 0;                       // F_RDLCK, F_WRLCK or F_UNLCK (<fcntl.h> values)
+  uint64_t start = 0;
+  uint64_t end = UINT64_MAX;
+  uint32_t pid = 0;
+};
+
+// Options of the client library. Defaults suit one FUSE mount on a GPU host.
+struct ClientOptions {
+  std::string meta_address;                          // host:port of aquifer-meta (required)
+  std::string client_name = "aquifer-client";        // shown in the metadata server's logs
+  uint64_t max_dirty_bytes_per_file = 64 * kMiB;     // buffered, unwritten bytes per open file
+  uint64_t max_dirty_bytes_total = 512 * kMiB;       // across all open files of this client
+  uint64_t read_cache_bytes = 256 * kMiB;            // cached stripes for read-ahead and small reads
+  uint32_t readahead_stripes = 2;                    // stripes fetched ahead of a sequential reader
+  std::chrono::milliseconds chunk_timeout{3000};     // a chunk read slower than this goes degraded
+  std::chrono::milliseconds rpc_timeout{15000};      // deadline of one metadata RPC
+  std::chrono::milliseconds lease_wait{30000};       // how long an open for write waits for a lease
+  uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
+};
+
+// An open file: created by Client::Open or Client::Create, ended by Client::Release.
+// Opaque; holds the write buffer, the write version and read-ahead state.
+class OpenFile;
+
+class Client {
+ public:
+  // Connects to aquifer-meta at options.meta_address, opens a session (kept alive in the
+  // background) and fetches the cluster map. Errors: kInvalidArgument for bad options;
+  // kUnavailable when the metadata server cannot be reached within options.rpc_timeout.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  // Flushes nothing (Release every OpenFile first); closes the session.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // --- namespace -------------------------------------------------------------------------
+  // `name` is one path component: 1..255 bytes, no '/' or NUL, not "." or "..".
+  // Errors: kNotFound, kNotDirectory, kNameTooLong, kInvalidArgument, kPermissionDenied.
+  Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& caller);
+  // Errors: kNotFound (also kStale for a deleted inode).
+  Result<Attributes> GetAttr(InodeId inode);
+  // Changes attributes. A size change on a regular file first writes or discards this client's
+  // buffered data and rewrites the stripe the new end falls in, so bytes past the new size read as
+  // zeros after a later extension. Errors: as Lookup, plus kNotPermitted, kIsDirectory (size on a dir).
+  Result<Attributes> SetAttr(InodeId inode, const AttrChanges& changes, const Caller& caller);
+  // `mode` carries type bits (S_IFDIR implied for Mkdir) and permissions with umask applied.
+  Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                           const Caller& caller);
+  // Creates a FIFO, socket, device or empty regular file. Errors: kAlreadyExists, ...
+  Result<Attributes> Mknod(InodeId parent, std::string_view name, uint32_t mode, uint64_t rdev,
+                           const Caller& caller);
+  Result<Attributes> Symlink(InodeId parent, std::string_view name, std::string_view target,
+                             const Caller& caller);
+  // Errors: kNotPermitted for a directory, kAlreadyExists, kTooManyLinks.
+  Result<Attributes> Link(InodeId inode, InodeId new_parent, std::string_view new_name,
+                          const Caller& caller);
+  // An unlinked file that is still open stays readable until its last Release.
+  Status Unlink(InodeId parent, std::string_view name, const Caller& caller);
+  // Errors: kNotEmpty, kNotDirectory.
+  Status Rmdir(InodeId parent, std::string_view name, const Caller& caller);
+  // `flags`: 0, RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2). Errors: kAlreadyExists (NOREPLACE),
+  // kInvalidArgument (a directory into its own subtree), kNotEmpty, kIsDirectory, kNotDirectory.
+  Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                std::string_view new_name, uint32_t flags, const Caller& caller);
+  Result<std::string> Readlink(InodeId inode);
+  // Lists up to `max_entries` entries after `cookie` (0 = from the start), without "." and "..";
+  // with plus = true each entry carries its attributes (readdirplus).
+  Result<DirPage> ReadDir(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
+                          const Caller& caller);
+  // Extended attributes. Values are raw bytes. "aquifer.layout" is virtual: the layout as text
+  // "k=4 m=2 unit=1048576" (settable on directories, and on empty files).
+  // Errors: kNoData (no such attribute), kAlreadyExists/kNoData for XATTR_CREATE/XATTR_REPLACE.
+  Result<std::string> GetXattr(InodeId inode, std::string_view name, const Caller& caller);
+  Status SetXattr(InodeId inode, std::string_view name, std::string_view value, int flags,
+                  const Caller& caller);
+  Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& caller);
+  Status RemoveXattr(InodeId inode, std::string_view name, const Caller& caller);
+  Result<FsStats> StatFs();
+
+  // --- files -----------------------------------------------------------------------------
+  // `flags` are open(2) flags; O_TRUNC truncates, O_APPEND makes every Write append at the
+  // current size. Opening for write takes the file's write lease, waiting up to
+  // options.lease_wait while another client holds it (then kWouldBlock).
+  // Returns the file's attributes at open (for the kernel's keep_cache decision) and the handle.
+  struct Opened {
+    Attributes attr;
+    std::unique_ptr<OpenFile> file;
+  };
+  Result<Opened> Open(InodeId inode, int flags, const Caller& caller);
+  // Creates and opens a regular file in one metadata round trip. O_EXCL gives kAlreadyExists.
+  Result<Opened> Create(InodeId parent, std::string_view name, uint32_t mode, int flags,
+                        const Caller& caller);
+  // Reads up to out.size() bytes at `offset_bytes` into `out`; returns bytes read (short only at
+  // end of file; holes read as zeros). Sees this client's own buffered writes. With up to m
+  // targets of a stripe down, slow or corrupt, decodes from the others (degraded read).
+  // Errors: kUnavailable when more than m chunks of a needed stripe cannot be read.
+  Result<size_t> Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out);
+  // Buffers `data` at `offset_bytes` (ignored with O_APPEND); full stripes are encoded and written
+  // as they fill. Returns bytes accepted (all of them). Errors: kNoSpace, kUnavailable (fewer than
+  // k targets reachable), kInvalidArgument (offset + size overflows), kPermissionDenied (not open
+  // for write).
+  Result<size_t> Write(OpenFile& file, uint64_t offset_bytes, std::span<const std::byte> data);
+  // Writes all buffered data and commits size and mtime (close-to-open: a later Open anywhere
+  // sees it). Called on every close(2) of a descriptor.
+  Status Flush(OpenFile& file);
+  // As Flush, durably: data chunks are fdatasync'ed on the data servers and the commit synced on
+  // the metadata server before return.
+  Status Fsync(OpenFile& file, bool datasync);
+  // Allocates [offset, offset + length): mode 0 extends the size like a write of zeros.
+  // Errors: kNotSupported for other modes.
+  Status Fallocate(OpenFile& file, int mode, uint64_t offset_bytes, uint64_t length_bytes);
+  // Flushes, releases the write lease and the open count (an unlinked file is deleted at its
+  // last release). The handle is consumed whatever the result.
+  Status Release(std::unique_ptr<OpenFile> file);
+  // Inode of an open file.
+  static InodeId InodeOf(const OpenFile& file);
+
+  // --- locks (held by this client's session; freed when it ends) ------------------------
+  // Sets or clears (type F_UNLCK) a lock of `owner` on `inode`. `flock` = true for flock(2).
+  // With wait = true, retries until granted (a blocking F_SETLKW or LOCK_EX). Errors:
+  // kWouldBlock when a conflicting lock is held and wait is false.
+  Status SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock, bool wait);
+  // Returns the first lock conflicting with `range` (F_GETLK), or type F_UNLCK when none.
+  Result<LockRange> GetLock(InodeId inode, uint64_t owner, const LockRange& range);
+
+  // --- path helpers for tests, benchmarks and tools -------------------------------------
+  // Resolves an absolute path ("/a/b") from the root, following no symlinks.
+  Result<Attributes> Resolve(std::string_view path, const Caller& caller);
+  // Creates or truncates `path` (parent must exist), writes `bytes`, closes.
+  Status WriteFile(std::string_view path, std::string_view bytes, const Caller& caller);
+  // Reads all of `path`.
+  Result<std::string> ReadFile(std::string_view path, const Caller& caller);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aquifer
