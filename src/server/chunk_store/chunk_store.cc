@@ -1,0 +1,705 @@
+// Chunk store on a local directory. See chunk_store.h and docs/design.md ("Data server").
+#include "server/chunk_store/chunk_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+#include "aquifer/erasure.h"
+#include "common/logging.h"
+#include "server/chunk_store/io_ring.h"
+
+namespace aquifer::server {
+namespace {
+
+// --- on-disk header -------------------------------------------------------------------------
+// Little-endian, 64 bytes, then nblocks CRC32C values (uint32 each), then the data.
+//   0 magic "AQCHUNK1"   8 format u32 (1)   12 block_bytes u32   16 ino u64   24 stripe u64
+//  32 position u32      36 reserved u32     40 version u64       48 length u64
+//  56 nblocks u32       60 header_crc u32 = CRC32C of bytes [0, 60) and the CRC array.
+constexpr char kMagic[8] = {'A', 'Q', 'C', 'H', 'U', 'N', 'K', '1'};
+constexpr uint32_t kFormat = 1;
+constexpr size_t kFixedHeaderBytes = 64;
+
+uint64_t BlockCount(uint64_t length, uint32_t block_bytes) {
+  return (length + block_bytes - 1) / block_bytes;
+}
+uint64_t HeaderBytes(uint64_t length, uint32_t block_bytes) {
+  return kFixedHeaderBytes + 4 * BlockCount(length, block_bytes);
+}
+
+template <class T>
+void Put(std::string* s, size_t at, T v) {
+  std::memcpy(s->data() + at, &v, sizeof(T));  // x86-64 / aarch64 Linux: little-endian
+}
+template <class T>
+T Get(std::string_view s, size_t at) {
+  T v;
+  std::memcpy(&v, s.data() + at, sizeof(T));
+  return v;
+}
+
+uint32_t Crc(std::string_view bytes, uint32_t crc = 0) {
+  return Crc32c(std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()),
+                                           bytes.size()),
+                crc);
+}
+
+std::string EncodeHeader(const ChunkId& id, uint64_t version, std::string_view data,
+                         uint32_t block_bytes) {
+  const uint64_t nblocks = BlockCount(data.size(), block_bytes);
+  std::string h(kFixedHeaderBytes + 4 * nblocks, '\0');
+  std::memcpy(h.data(), kMagic, 8);
+  Put<uint32_t>(&h, 8, kFormat);
+  Put<uint32_t>(&h, 12, block_bytes);
+  Put<uint64_t>(&h, 16, id.inode.value());
+  Put<uint64_t>(&h, 24, id.stripe);
+  Put<uint32_t>(&h, 32, id.position);
+  Put<uint64_t>(&h, 40, version);
+  Put<uint64_t>(&h, 48, data.size());
+  Put<uint32_t>(&h, 56, static_cast<uint32_t>(nblocks));
+  for (uint64_t b = 0; b < nblocks; ++b) {
+    const uint64_t off = b * block_bytes;
+    const uint64_t n = std::min<uint64_t>(block_bytes, data.size() - off);
+    Put<uint32_t>(&h, kFixedHeaderBytes + 4 * b, Crc(data.substr(off, n)));
+  }
+  const std::string_view hv(h);
+  Put<uint32_t>(&h, 60, Crc(hv.substr(kFixedHeaderBytes), Crc(hv.substr(0, 60))));
+  return h;
+}
+
+// Checks a header read from disk against what the index says; fills crcs.
+Status DecodeHeader(std::string_view h, const ChunkId& id, uint64_t version, uint64_t length,
+                    uint32_t block_bytes, std::vector<uint32_t>* crcs) {
+  if (h.size() < kFixedHeaderBytes || std::memcmp(h.data(), kMagic, 8) != 0) {
+    return Corruption("chunk header: bad magic");
+  }
+  const uint64_t nblocks = BlockCount(length, block_bytes);
+  if (Get<uint32_t>(h, 8) != kFormat || Get<uint32_t>(h, 12) != block_bytes ||
+      Get<uint32_t>(h, 56) != nblocks || h.size() != kFixedHeaderBytes + 4 * nblocks) {
+    return Corruption("chunk header: bad format, block size or block count");
+  }
+  if (Crc(h.substr(kFixedHeaderBytes), Crc(h.substr(0, 60))) != Get<uint32_t>(h, 60)) {
+    return Corruption("chunk header: checksum mismatch");
+  }
+  if (Get<uint64_t>(h, 16) != id.inode.value() || Get<uint64_t>(h, 24) != id.stripe ||
+      Get<uint32_t>(h, 32) != id.position || Get<uint64_t>(h, 40) != version ||
+      Get<uint64_t>(h, 48) != length) {
+    return Corruption("chunk header: key, version or length differs from its file name");
+  }
+  crcs->resize(nblocks);
+  for (uint64_t b = 0; b < nblocks; ++b) (*crcs)[b] = Get<uint32_t>(h, kFixedHeaderBytes + 4 * b);
+  return OkStatus();
+}
+
+Status Errno(const std::string& what, int err = errno) {
+  std::string msg = what + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return NoSpace(msg);
+  return Internal(msg);
+}
+
+std::string FanoutPath(const std::string& root, uint32_t fanout) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "/chunks/%02x/%02x", fanout / 64, fanout % 64);
+  return root + buf;
+}
+
+std::string ChunkFileName(const ChunkId& id, uint64_t version, uint64_t length) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "c.%llu.%llu.%u.%llu.%llu",
+                static_cast<unsigned long long>(id.inode.value()),
+                static_cast<unsigned long long>(id.stripe), id.position,
+                static_cast<unsigned long long>(version), static_cast<unsigned long long>(length));
+  return buf;
+}
+
+// Parses "c.<ino>.<stripe>.<pos>.<ver>.<len>".
+bool ParseChunkFileName(std::string_view name, ChunkId* id, uint64_t* version, uint64_t* length) {
+  if (name.substr(0, 2) != "c.") return false;
+  name.remove_prefix(2);
+  uint64_t f[5];
+  for (int i = 0; i < 5; ++i) {
+    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), f[i]);
+    if (ec != std::errc() || p == name.data()) return false;
+    name.remove_prefix(static_cast<size_t>(p - name.data()));
+    if (i < 4) {
+      if (name.empty() || name[0] != '.') return false;
+      name.remove_prefix(1);
+    }
+  }
+  if (!name.empty() || f[2] > UINT32_MAX || f[3] == 0) return false;
+  *id = ChunkId{InodeId(f[0]), f[1], static_cast<uint32_t>(f[2])};
+  *version = f[3];
+  *length = f[4];
+  return true;
+}
+
+Status FsyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("open " + path);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  return rc == 0 ? OkStatus() : Errno("fsync " + path, err);
+}
+
+Status MkdirIfMissing(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return OkStatus();
+  return Errno("mkdir " + path);
+}
+
+// Writes `content` to `path` atomically and durably (temp file, fsync, rename, dir fsync).
+Status WriteFileAtomic(const std::string& dir, const std::string& name, std::string_view content) {
+  const std::string tmp = dir + "/" + name + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("open " + tmp);
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+            ::fsync(fd) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok) return Errno("write " + tmp, err);
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return Errno("rename " + tmp);
+  return FsyncPath(dir);
+}
+
+}  // namespace
+
+uint32_t FanoutOf(const ChunkId& id) {
+  uint64_t h = id.inode.value() * 0x9E3779B97F4A7C15ull ^ (id.stripe * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return static_cast<uint32_t>(h % kFanoutDirs);
+}
+
+// --- ChunkReader ----------------------------------------------------------------------------
+
+ChunkReader::ChunkReader(ChunkReader&& o) noexcept { *this = std::move(o); }
+ChunkReader& ChunkReader::operator=(ChunkReader&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    store_ = o.store_;
+    fd_ = std::exchange(o.fd_, -1);
+    id_ = o.id_;
+    version_ = o.version_;
+    length_ = o.length_;
+    block_bytes_ = o.block_bytes_;
+    crcs_ = std::move(o.crcs_);
+  }
+  return *this;
+}
+ChunkReader::~ChunkReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+// The block-aligned span of file data covering [offset, offset + length).
+struct BlockSpan {
+  uint64_t first_block = 0;
+  uint64_t begin = 0;  // data offset of first_block
+  uint64_t end = 0;    // data offset just past the last covering block, clipped to the length
+  uint64_t want_begin = 0;
+  uint64_t want_end = 0;
+};
+Result<BlockSpan> SpanOf(uint64_t offset, uint64_t length, uint64_t chunk_length,
+                         uint32_t block_bytes) {
+  if (offset > chunk_length) {
+    return InvalidArgument("offset " + std::to_string(offset) + " past chunk length " +
+                           std::to_string(chunk_length));
+  }
+  if (length > UINT64_MAX - offset) return InvalidArgument("offset + length overflows");
+  BlockSpan s;
+  s.want_begin = offset;
+  s.want_end = length == 0 ? chunk_length : std::min(chunk_length, offset + length);
+  s.first_block = offset / block_bytes;
+  s.begin = s.first_block * block_bytes;
+  s.end = s.want_end == s.want_begin
+              ? s.begin
+              : std::min(chunk_length, BlockCount(s.want_end, block_bytes) * block_bytes);
+  if (s.end < s.begin) s.end = s.begin;
+  return s;
+}
+}  // namespace
+
+Status ChunkReader::Read(uint64_t offset, uint64_t length, std::string* out) {
+  Result<BlockSpan> span = SpanOf(offset, length, length_, block_bytes_);
+  if (!span.ok()) return span.status();
+  out->resize(span->end - span->begin);
+  if (!out->empty()) {
+    const iovec iov{out->data(), out->size()};
+    const IoRequest req{fd_, {&iov, 1}, HeaderBytes(length_, block_bytes_) + span->begin};
+    AQ_RETURN_IF_ERROR(RingRead({&req, 1}));
+    AQ_RETURN_IF_ERROR(store_->VerifyBlocks(*this, span->first_block, *out));
+  }
+  out->resize(span->want_end - span->begin);
+  out->erase(0, span->want_begin - span->begin);
+  return OkStatus();
+}
+
+// --- ChunkStore -----------------------------------------------------------------------------
+
+ChunkStore::ChunkStore(ChunkStoreOptions options)
+    : options_(std::move(options)),
+      chunk_locks_(new std::mutex[kChunkLocks]),
+      dir_exists_(kFanoutDirs, false) {}
+
+ChunkStore::~ChunkStore() = default;
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const ChunkStoreOptions& options) {
+  if (options.dir.empty()) return InvalidArgument("chunk store: dir is required");
+  const uint32_t b = options.block_bytes;
+  if (b < 4 * kKiB || b > kMaxChunkBytes || (b & (b - 1)) != 0) {
+    return InvalidArgument("chunk store: block_bytes must be a power of 2 in [4 KiB, 16 MiB]");
+  }
+  std::unique_ptr<ChunkStore> store(new ChunkStore(options));
+  AQ_RETURN_IF_ERROR(MkdirIfMissing(options.dir));
+  AQ_RETURN_IF_ERROR(store->LoadFormat());
+  AQ_RETURN_IF_ERROR(MkdirIfMissing(options.dir + "/chunks"));
+  if (store->options_.capacity_bytes == 0) {
+    struct statvfs vfs {};
+    if (::statvfs(options.dir.c_str(), &vfs) != 0) return Errno("statvfs " + options.dir);
+    store->options_.capacity_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  }
+  AQ_RETURN_IF_ERROR(store->Scan());
+  return store;
+}
+
+Status ChunkStore::LoadFormat() {
+  const std::string path = options_.dir + "/FORMAT";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    if (errno != ENOENT) return Errno("open " + path);
+    return WriteFileAtomic(options_.dir, "FORMAT",
+                           "aquifer-chunk-store 1 block_bytes=" +
+                               std::to_string(options_.block_bytes) + "\n");
+  }
+  unsigned format = 0;
+  unsigned long block = 0;
+  int n = std::fscanf(f, "aquifer-chunk-store %u block_bytes=%lu", &format, &block);
+  std::fclose(f);
+  if (n != 2 || format != 1 || block < 4 * kKiB || (block & (block - 1)) != 0) {
+    return Internal("chunk store: unreadable " + path);
+  }
+  options_.block_bytes = static_cast<uint32_t>(block);
+  return OkStatus();
+}
+
+Status ChunkStore::Scan() {
+  auto log = Logger("data");
+  for (uint32_t fanout = 0; fanout < kFanoutDirs; ++fanout) {
+    const std::string dir = FanoutPath(options_.dir, fanout);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT) continue;
+      return Errno("opendir " + dir);
+    }
+    dir_exists_[fanout] = true;
+    const int dfd = ::dirfd(d);
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view name(e->d_name);
+      if (name == "." || name == "..") continue;
+      if (name.substr(0, 2) == "t.") {  // a write that never reached its rename
+        if (::unlinkat(dfd, e->d_name, 0) != 0) log->warn("remove temp file={} failed", name);
+        ++temp_removed_;
+        continue;
+      }
+      ChunkId id;
+      uint64_t version = 0, length = 0;
+      if (!ParseChunkFileName(name, &id, &version, &length) || FanoutOf(id) != fanout) {
+        log->warn("skip unknown file={}/{}", dir, name);
+        continue;
+      }
+      struct stat st {};
+      if (::fstatat(dfd, e->d_name, &st, 0) != 0) return Errno("stat " + dir + "/" + e->d_name);
+      const uint64_t file_bytes = HeaderBytes(length, options_.block_bytes) + length;
+      if (static_cast<uint64_t>(st.st_size) != file_bytes) {
+        // A non-durable write torn by a crash: never acknowledged as durable, so drop it.
+        log->warn("remove torn chunk file={}/{} size={} expected={}", dir, name, st.st_size,
+                  file_bytes);
+        if (::unlinkat(dfd, e->d_name, 0) != 0) log->warn("remove torn file={} failed", name);
+        ++torn_removed_;
+        continue;
+      }
+      std::vector<ChunkVersion>& versions = index_[id];
+      auto it = std::find_if(versions.begin(), versions.end(),
+                             [&](const ChunkVersion& v) { return v.version == version; });
+      if (it != versions.end()) {
+        // Same version, two lengths: a crash between a replacing rename and the unlink of the
+        // replaced file. Both are whole; the one renamed last (newer ctime) is the live one.
+        struct stat other {};
+        const std::string other_name = ChunkFileName(id, version, it->length_bytes);
+        const bool other_newer =
+            ::fstatat(dfd, other_name.c_str(), &other, 0) == 0 &&
+            std::tie(other.st_ctim.tv_sec, other.st_ctim.tv_nsec) >
+                std::tie(st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+        const std::string drop = other_newer ? std::string(name) : other_name;
+        if (!other_newer) {
+          used_bytes_ -= HeaderBytes(it->length_bytes, options_.block_bytes) + it->length_bytes;
+          used_bytes_ += file_bytes;
+          it->length_bytes = length;
+        }
+        (void)::unlinkat(dfd, drop.c_str(), 0);
+        continue;
+      }
+      versions.push_back({version, length});
+      used_bytes_ += file_bytes;
+      ++version_count_;
+    }
+    ::closedir(d);
+  }
+  for (auto& [id, versions] : index_) {
+    std::sort(versions.begin(), versions.end(),
+              [](const ChunkVersion& a, const ChunkVersion& b) { return a.version < b.version; });
+  }
+  log->info("open chunk store dir={} chunks={} versions={} used_bytes={} temp_removed={} "
+            "torn_removed={}",
+            options_.dir, index_.size(), version_count_, used_bytes_, temp_removed_,
+            torn_removed_);
+  return OkStatus();
+}
+
+Status ChunkStore::EnsureDir(uint32_t fanout) {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  if (dir_exists_[fanout]) return OkStatus();
+  const std::string leaf = FanoutPath(options_.dir, fanout);
+  const std::string parent = leaf.substr(0, leaf.rfind('/'));
+  AQ_RETURN_IF_ERROR(MkdirIfMissing(parent));
+  AQ_RETURN_IF_ERROR(MkdirIfMissing(leaf));
+  // The new entries must persist before a chunk inside them is acknowledged as durable.
+  AQ_RETURN_IF_ERROR(FsyncPath(parent));
+  AQ_RETURN_IF_ERROR(FsyncPath(options_.dir + "/chunks"));
+  dir_exists_[fanout] = true;
+  return OkStatus();
+}
+
+std::mutex& ChunkStore::ChunkLock(const ChunkId& id) {
+  return chunk_locks_[std::hash<ChunkId>()(id) % kChunkLocks];
+}
+
+std::string ChunkStore::ChunkPath(const ChunkId& id, uint64_t version,
+                                  uint64_t length_bytes) const {
+  return FanoutPath(options_.dir, FanoutOf(id)) + "/" + ChunkFileName(id, version, length_bytes);
+}
+
+// Group commit of directory fsyncs: the first waiter becomes the leader and fsyncs every
+// directory queued so far in one io_uring submission; the others wait for a round that started
+// after they queued.
+Status ChunkStore::SyncDirs(std::vector<uint32_t> fanouts) {
+  if (fanouts.empty()) return OkStatus();
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  sync_pending_.insert(sync_pending_.end(), fanouts.begin(), fanouts.end());
+  const uint64_t ticket = ++sync_requested_;
+  while (sync_completed_ < ticket) {
+    if (sync_running_) {
+      sync_cv_.wait(lock);
+      continue;
+    }
+    sync_running_ = true;
+    std::vector<uint32_t> dirs = std::move(sync_pending_);
+    sync_pending_.clear();
+    const uint64_t upto = sync_requested_;
+    lock.unlock();
+    std::sort(dirs.begin(), dirs.end());
+    dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+    Status status;
+    std::vector<int> fds;
+    for (uint32_t f : dirs) {
+      const std::string path = FanoutPath(options_.dir, f);
+      int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) {
+        status = Errno("open " + path);
+        break;
+      }
+      fds.push_back(fd);
+    }
+    if (status.ok()) status = RingFsync(fds);
+    for (int fd : fds) ::close(fd);
+    lock.lock();
+    sync_running_ = false;
+    sync_completed_ = upto;
+    sync_last_status_ = status;
+    sync_cv_.notify_all();
+    if (!status.ok()) return status;
+  }
+  return sync_last_status_;
+}
+
+Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
+                         std::string_view data, bool sync) {
+  if (version == 0) return InvalidArgument("chunk version 0 is reserved; versions start at 1");
+  if (data.size() > kMaxChunkBytes) {
+    return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes exceeds " +
+                           std::to_string(kMaxChunkBytes));
+  }
+  const uint32_t fanout = FanoutOf(id);
+  AQ_RETURN_IF_ERROR(EnsureDir(fanout));
+  const std::string header = EncodeHeader(id, version, data, options_.block_bytes);
+  const uint64_t file_bytes = header.size() + data.size();
+  {
+    std::shared_lock<std::shared_mutex> lock(index_mu_);
+    const uint64_t in_flight = reserved_bytes_.fetch_add(file_bytes) + file_bytes;
+    if (used_bytes_ + in_flight > options_.capacity_bytes) {
+      reserved_bytes_ -= file_bytes;
+      return NoSpace("chunk store full: used " + std::to_string(used_bytes_) + " of " +
+                     std::to_string(options_.capacity_bytes) + " bytes");
+    }
+  }
+  struct Unreserve {
+    std::atomic<uint64_t>* r;
+    uint64_t n;
+    ~Unreserve() { *r -= n; }
+  } unreserve{&reserved_bytes_, file_bytes};
+
+  const std::string dir = FanoutPath(options_.dir, fanout);
+  const std::string final_path = dir + "/" + ChunkFileName(id, version, data.size());
+  const std::string tmp_path = dir + "/t." + ChunkFileName(id, version, data.size()).substr(2) +
+                               "." + std::to_string(temp_seq_.fetch_add(1));
+  int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("create " + tmp_path);
+  const iovec iov[2] = {{const_cast<char*>(header.data()), header.size()},
+                        {const_cast<char*>(data.data()), data.size()}};
+  const IoRequest req{fd, {iov, data.empty() ? 1u : 2u}, 0};
+  Status st = RingWrite({&req, 1}, sync);
+  if (::close(fd) != 0 && st.ok()) st = Errno("close " + tmp_path);
+  if (!st.ok()) {
+    ::unlink(tmp_path.c_str());
+    return st.WithPrefix("write chunk " + id.ToString());
+  }
+
+  std::vector<uint32_t> unused_dirs;
+  {
+    std::lock_guard<std::mutex> chunk_lock(ChunkLock(id));
+    if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
+      Status err = Errno("rename " + tmp_path);
+      ::unlink(tmp_path.c_str());
+      return err;
+    }
+    std::vector<ChunkVersion> doomed;
+    {
+      std::unique_lock<std::shared_mutex> lock(index_mu_);
+      std::vector<ChunkVersion>& versions = index_[id];
+      auto it = std::lower_bound(
+          versions.begin(), versions.end(), version,
+          [](const ChunkVersion& v, uint64_t want) { return v.version < want; });
+      if (it != versions.end() && it->version == version) {
+        if (it->length_bytes != data.size()) doomed.push_back(*it);  // other file name
+        used_bytes_ -= HeaderBytes(it->length_bytes, options_.block_bytes) + it->length_bytes;
+        it->length_bytes = data.size();
+      } else {
+        versions.insert(it, ChunkVersion{version, data.size()});
+        ++version_count_;
+      }
+      used_bytes_ += file_bytes;
+      // Prune: keep the newest version <= committed_version and every newer one.
+      auto keep_from = std::upper_bound(
+          versions.begin(), versions.end(), committed_version,
+          [](uint64_t c, const ChunkVersion& v) { return c < v.version; });
+      if (keep_from != versions.begin()) --keep_from;
+      for (auto v = versions.begin(); v != keep_from; ++v) {
+        doomed.push_back(*v);
+        used_bytes_ -= HeaderBytes(v->length_bytes, options_.block_bytes) + v->length_bytes;
+        --version_count_;
+      }
+      versions.erase(versions.begin(), keep_from);
+    }
+    for (const ChunkVersion& v : doomed) {
+      const std::string path = dir + "/" + ChunkFileName(id, v.version, v.length_bytes);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        Logger("data")->warn("remove chunk file={} failed: {}", path, std::strerror(errno));
+      }
+    }
+  }
+  if (sync) return SyncDirs({fanout});
+  return OkStatus();
+}
+
+Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_version,
+                                            uint64_t offset, uint64_t length, std::string* out) {
+  // A version may be pruned between the index lookup and the open: look up again.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    ChunkVersion found;
+    {
+      std::shared_lock<std::shared_mutex> lock(index_mu_);
+      auto it = index_.find(id);
+      if (it != index_.end()) {
+        for (auto v = it->second.rbegin(); v != it->second.rend(); ++v) {
+          if (max_version == 0 || v->version <= max_version) {
+            found = *v;
+            break;
+          }
+        }
+      }
+    }
+    if (found.version == 0) {
+      return NotFound("no chunk " + id.ToString() +
+                      (max_version ? " with version <= " + std::to_string(max_version) : ""));
+    }
+    BlockSpan span;
+    if (out != nullptr) {
+      Result<BlockSpan> s = SpanOf(offset, length, found.length_bytes, options_.block_bytes);
+      if (!s.ok()) return s.status();
+      span = *s;
+    }
+    const std::string path = ChunkPath(id, found.version, found.length_bytes);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      return Errno("open " + path);
+    }
+    ChunkReader r;
+    r.store_ = this;
+    r.fd_ = fd;
+    r.id_ = id;
+    r.version_ = found.version;
+    r.length_ = found.length_bytes;
+    r.block_bytes_ = options_.block_bytes;
+    const uint64_t header_bytes = HeaderBytes(found.length_bytes, options_.block_bytes);
+    std::string header(header_bytes, '\0');
+    iovec iov[2] = {{header.data(), header.size()}, {nullptr, 0}};
+    IoRequest reqs[2] = {{fd, {iov, 1}, 0}, {fd, {}, 0}};
+    size_t nreq = 1;
+    if (out != nullptr) {
+      out->resize(span.end - span.begin);
+      if (!out->empty()) {
+        iov[1] = {out->data(), out->size()};
+        if (span.begin == 0) {
+          reqs[0].iov = {iov, 2};  // header and data are adjacent: one readv
+        } else {
+          reqs[1] = {fd, {&iov[1], 1}, header_bytes + span.begin};
+          nreq = 2;
+        }
+      }
+    }
+    AQ_RETURN_IF_ERROR(RingRead({reqs, nreq}));
+    Status hs = DecodeHeader(header, id, found.version, found.length_bytes,
+                             options_.block_bytes, &r.crcs_);
+    if (!hs.ok()) {
+      CountCorruption(r, hs.message());
+      return hs.WithPrefix("chunk " + id.ToString() + " v" + std::to_string(found.version));
+    }
+    if (out != nullptr) {
+      if (!out->empty()) AQ_RETURN_IF_ERROR(VerifyBlocks(r, span.first_block, *out));
+      out->resize(span.want_end - span.begin);
+      out->erase(0, span.want_begin - span.begin);
+    }
+    return r;
+  }
+  return NotFound("chunk " + id.ToString() + " was deleted while being opened");
+}
+
+Result<ChunkReadInfo> ChunkStore::Read(const ChunkId& id, uint64_t max_version, uint64_t offset,
+                                       uint64_t length, std::string* out) {
+  Result<ChunkReader> r = OpenAndRead(id, max_version, offset, length, out);
+  if (!r.ok()) return r.status();
+  return ChunkReadInfo{r->version(), r->length_bytes()};
+}
+
+Result<ChunkReader> ChunkStore::OpenReader(const ChunkId& id, uint64_t max_version) {
+  return OpenAndRead(id, max_version, 0, 0, nullptr);
+}
+
+Status ChunkStore::VerifyBlocks(const ChunkReader& r, uint64_t first_block,
+                                std::string_view blocks) {
+  const uint32_t b = r.block_bytes_;
+  for (uint64_t i = 0; i * b < blocks.size(); ++i) {
+    const uint64_t block = first_block + i;
+    const std::string_view bytes = blocks.substr(i * b, b);
+    if (block >= r.crcs_.size() || Crc(bytes) != r.crcs_[block]) {
+      const std::string what = "block " + std::to_string(block) + " failed its CRC32C";
+      CountCorruption(r, what);
+      return Corruption("chunk " + r.id_.ToString() + " v" + std::to_string(r.version_) + ": " +
+                        what);
+    }
+  }
+  return OkStatus();
+}
+
+void ChunkStore::CountCorruption(const ChunkReader& r, const std::string& what) {
+  corruptions_.fetch_add(1);
+  Logger("data")->error("found corruption chunk={} version={} what={}", r.id_.ToString(),
+                        r.version_, what);
+}
+
+Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
+                                         uint64_t max_version, bool sync) {
+  std::vector<ChunkId> ids;
+  {
+    std::shared_lock<std::shared_mutex> lock(index_mu_);
+    for (auto it = index_.lower_bound(ChunkId{inode, from_stripe, 0});
+         it != index_.end() && it->first.inode == inode; ++it) {
+      if (!it->second.empty() && it->second.front().version <= max_version) {
+        ids.push_back(it->first);
+      }
+    }
+  }
+  uint64_t deleted = 0;
+  std::vector<uint32_t> dirs;
+  for (const ChunkId& id : ids) {
+    std::lock_guard<std::mutex> chunk_lock(ChunkLock(id));
+    std::vector<ChunkVersion> doomed;
+    {
+      std::unique_lock<std::shared_mutex> lock(index_mu_);
+      auto it = index_.find(id);
+      if (it == index_.end()) continue;
+      std::vector<ChunkVersion>& versions = it->second;
+      while (!versions.empty() && versions.front().version <= max_version) {
+        const ChunkVersion& v = versions.front();
+        doomed.push_back(v);
+        used_bytes_ -= HeaderBytes(v.length_bytes, options_.block_bytes) + v.length_bytes;
+        --version_count_;
+        versions.erase(versions.begin());
+      }
+      if (versions.empty()) index_.erase(it);
+    }
+    for (const ChunkVersion& v : doomed) {
+      const std::string path = ChunkPath(id, v.version, v.length_bytes);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
+      ++deleted;
+    }
+    if (!doomed.empty()) dirs.push_back(FanoutOf(id));
+  }
+  if (sync) AQ_RETURN_IF_ERROR(SyncDirs(std::move(dirs)));
+  return deleted;
+}
+
+std::vector<ChunkListEntry> ChunkStore::List(const ChunkId& after, uint32_t limit_chunks,
+                                             bool* eof) const {
+  std::vector<ChunkListEntry> out;
+  std::shared_lock<std::shared_mutex> lock(index_mu_);
+  auto it = index_.upper_bound(after);
+  uint32_t n = 0;
+  for (; it != index_.end() && n < limit_chunks; ++it, ++n) {
+    for (const ChunkVersion& v : it->second) out.push_back({it->first, v.version, v.length_bytes});
+  }
+  *eof = it == index_.end();
+  return out;
+}
+
+std::vector<ChunkVersion> ChunkStore::Versions(const ChunkId& id) const {
+  std::shared_lock<std::shared_mutex> lock(index_mu_);
+  auto it = index_.find(id);
+  return it == index_.end() ? std::vector<ChunkVersion>{} : it->second;
+}
+
+ChunkStoreStats ChunkStore::Stats() const {
+  ChunkStoreStats s;
+  std::shared_lock<std::shared_mutex> lock(index_mu_);
+  s.capacity_bytes = options_.capacity_bytes;
+  s.used_bytes = used_bytes_;
+  s.chunk_count = index_.size();
+  s.version_count = version_count_;
+  s.corruptions_found = corruptions_.load();
+  s.temp_files_removed = temp_removed_;
+  s.torn_files_removed = torn_removed_;
+  return s;
+}
+
+}  // namespace aquifer::server

@@ -1,0 +1,207 @@
+// The data server's chunk store: versioned, checksummed chunks in a local directory.
+//
+// A chunk is what one data server holds for one stripe position of one file, keyed by
+// ChunkId (inode, stripe index, position). Each key has one or more versions; a version is written
+// whole (copy-on-write: temp file, then rename into its versioned name), so a crash leaves the old
+// or the new version of a chunk, never a torn one. Every block (block_bytes, default 64 KiB) of a
+// chunk carries a CRC32C that is verified on every read; a mismatch is reported as kCorruption and
+// counted, never returned as data.
+//
+// On disk (docs/design.md, "Data server"): DIR/chunks/XX/YY/c.<ino>.<stripe>.<pos>.<ver>.<len>,
+// one file per chunk version: a 64-byte header (key, version, length, block size, header CRC),
+// the CRC array (4 bytes per block), then the data. An in-memory index (ordered map from ChunkId
+// to its versions) is rebuilt by a directory scan in Open().
+//
+// Threading: every method is safe to call concurrently. I/O runs on the calling thread's own
+// io_uring (io_ring.h). Locks: a striped per-chunk mutex (held across one chunk's rename, index
+// update and prune, never across an RPC) then the index mutex (held only for map updates), in
+// that order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "aquifer/units.h"
+
+namespace aquifer::server {
+
+class ChunkStore;
+
+struct ChunkStoreOptions {
+  std::string dir;                  // required: root directory (created if missing)
+  uint64_t capacity_bytes = 0;      // bytes the store may use; 0 = the file system's size
+  uint32_t block_bytes = 64 * kKiB; // CRC block size, bytes (4 KiB..16 MiB, power of 2); fixed
+                                    // when the store is created (kept in DIR/FORMAT)
+};
+
+// One stored version of a chunk.
+struct ChunkVersion {
+  uint64_t version = 0;
+  uint64_t length_bytes = 0;
+};
+
+// One ListChunks row.
+struct ChunkListEntry {
+  ChunkId id;
+  uint64_t version = 0;
+  uint64_t length_bytes = 0;
+};
+
+struct ChunkStoreStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;         // header + data bytes of every stored version
+  uint64_t chunk_count = 0;        // distinct ChunkIds
+  uint64_t version_count = 0;      // stored chunk versions (files)
+  uint64_t corruptions_found = 0;  // checksum mismatches seen by reads since Open()
+  uint64_t temp_files_removed = 0; // left by a crash, removed by Open()
+  uint64_t torn_files_removed = 0; // versioned files shorter than their name says, removed
+};
+
+// What Read() found.
+struct ChunkReadInfo {
+  uint64_t version = 0;
+  uint64_t chunk_length_bytes = 0;  // the whole chunk's length
+};
+
+// A version of one chunk opened for several range reads (ReadChunkStream): every Read() sees
+// the same version even if it is pruned or deleted meanwhile. Not thread-safe; move-only.
+class ChunkReader {
+ public:
+  ChunkReader(ChunkReader&&) noexcept;
+  ChunkReader& operator=(ChunkReader&&) noexcept;
+  ~ChunkReader();
+  uint64_t version() const { return version_; }
+  uint64_t length_bytes() const { return length_; }
+  // Replaces *out with bytes [offset, offset + length) clipped to the chunk's end.
+  // Errors: kInvalidArgument when offset > length_bytes() or offset + length overflows;
+  // kCorruption when a block covering the range fails its CRC; kInternal on I/O errors.
+  Status Read(uint64_t offset, uint64_t length, std::string* out);
+
+ private:
+  friend class ChunkStore;
+  ChunkReader() = default;
+  ChunkStore* store_ = nullptr;
+  int fd_ = -1;
+  ChunkId id_;
+  uint64_t version_ = 0;
+  uint64_t length_ = 0;
+  uint32_t block_bytes_ = 0;
+  std::vector<uint32_t> crcs_;
+};
+
+class ChunkStore {
+ public:
+  // Largest chunk accepted by Write(), bytes.
+  static constexpr uint64_t kMaxChunkBytes = kMaxStripeUnitBytes;
+
+  // Opens (creating if needed) the store in options.dir: removes temp files left by a crash,
+  // removes versioned files whose size disagrees with their name (a non-durable write torn by a
+  // crash), and rebuilds the index. Cost: one readdir per fan-out directory and one fstatat per
+  // chunk file. Errors: kInvalidArgument for bad options; kInternal when the dir is unusable.
+  static Result<std::unique_ptr<ChunkStore>> Open(const ChunkStoreOptions& options);
+  ~ChunkStore();
+
+  // Stores `data` (<= 16 MiB) as version `version` (> 0) of chunk `id`, replacing that version
+  // atomically if it exists. With `sync`, the data and the rename are durable (fdatasync of the
+  // file, fsync of its directory, batched with concurrent writers) before this returns. Then
+  // prunes per docs/design.md: keeps the newest version <= committed_version and all newer ones,
+  // deletes older ones.
+  // Errors: kInvalidArgument for version 0 or data over 16 MiB (nothing changed); kNoSpace when
+  // the capacity option would be exceeded or the disk is full (nothing changed); kInternal.
+  Status Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
+               std::string_view data, bool sync);
+
+  // Replaces *out with bytes [offset, offset + length) of the newest version <= max_version
+  // (0 = newest of all), clipped to the chunk's end; length 0 = to the end.
+  // Errors: kNotFound when no such version; kInvalidArgument when offset > chunk length or
+  // offset + length overflows; kCorruption when a covering block fails its CRC (counted);
+  // kInternal on I/O errors.
+  Result<ChunkReadInfo> Read(const ChunkId& id, uint64_t max_version, uint64_t offset,
+                             uint64_t length, std::string* out);
+
+  // Opens the newest version <= max_version (0 = newest) for repeated range reads and verifies
+  // its header. Errors: kNotFound; kCorruption for a bad header; kInternal.
+  Result<ChunkReader> OpenReader(const ChunkId& id, uint64_t max_version);
+
+  // Deletes every version <= max_version of every chunk of `inode` with stripe >= from_stripe.
+  // With `sync`, the removals are durable (directory fsync) before this returns.
+  // Returns how many versions were deleted. Errors: kInternal.
+  Result<uint64_t> DeleteRange(InodeId inode, uint64_t from_stripe, uint64_t max_version,
+                               bool sync);
+
+  // Up to `limit_chunks` chunks with key > after, in key order, each with all its versions
+  // (newest last); *eof says whether the listing reached the end.
+  std::vector<ChunkListEntry> List(const ChunkId& after, uint32_t limit_chunks, bool* eof) const;
+
+  // The versions of `id`, oldest first (empty when unknown).
+  std::vector<ChunkVersion> Versions(const ChunkId& id) const;
+
+  ChunkStoreStats Stats() const;
+  const std::string& dir() const { return options_.dir; }
+  // Path of one chunk version's file (for tests and tools).
+  std::string ChunkPath(const ChunkId& id, uint64_t version, uint64_t length_bytes) const;
+
+ private:
+  friend class ChunkReader;
+  explicit ChunkStore(ChunkStoreOptions options);
+  Status Scan();
+  Status EnsureDir(uint32_t fanout);
+  Status SyncDirs(std::vector<uint32_t> fanouts);
+  std::mutex& ChunkLock(const ChunkId& id);
+  void RemoveVersionLocked(const ChunkId& id, uint64_t version, uint64_t length,
+                           std::vector<uint32_t>* dirs);
+  Status LoadFormat();
+  // Looks up the newest version <= max_version, opens it and reads its header, plus (when
+  // `out` is non-null) bytes [offset, offset + length) in the same submission.
+  Result<ChunkReader> OpenAndRead(const ChunkId& id, uint64_t max_version, uint64_t offset,
+                                  uint64_t length, std::string* out);
+  Status VerifyBlocks(const ChunkReader& r, uint64_t first_block, std::string_view blocks);
+  void CountCorruption(const ChunkReader& r, const std::string& what);
+
+  ChunkStoreOptions options_;
+  static constexpr size_t kChunkLocks = 256;
+  std::unique_ptr<std::mutex[]> chunk_locks_;
+
+  // Guards index_, used_bytes_, version_count_.
+  mutable std::shared_mutex index_mu_;
+  std::map<ChunkId, std::vector<ChunkVersion>> index_;  // versions oldest first
+  uint64_t used_bytes_ = 0;
+  uint64_t version_count_ = 0;
+  std::atomic<uint64_t> reserved_bytes_{0};  // writes in flight, counted against capacity
+
+  // Fan-out directories known to exist (bit per directory).
+  std::mutex dirs_mu_;  // guards dir_exists_
+  std::vector<bool> dir_exists_;
+
+  // Directory-fsync batching (group commit): guards sync_*.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  std::vector<uint32_t> sync_pending_;
+  uint64_t sync_requested_ = 0;
+  uint64_t sync_completed_ = 0;
+  bool sync_running_ = false;
+  Status sync_last_status_;
+
+  std::atomic<uint64_t> corruptions_{0};
+  std::atomic<uint64_t> temp_seq_{0};
+  uint64_t temp_removed_ = 0;
+  uint64_t torn_removed_ = 0;
+};
+
+// Fan-out directory count and index of a chunk (0..kFanoutDirs-1); the chunk lives in
+// DIR/chunks/<index / 64 as 2 hex>/<index % 64 as 2 hex>/.
+inline constexpr uint32_t kFanoutDirs = 4096;
+uint32_t FanoutOf(const ChunkId& id);
+
+}  // namespace aquifer::server

@@ -1,0 +1,366 @@
+// Chunk store: versions, ranges, checksums, prune, delete, list, capacity, restart and crashes.
+#include "server/chunk_store/chunk_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "aquifer/erasure.h"
+
+namespace aquifer::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+class ChunkStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aquifer_chunk_store_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    Reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  void Reopen(uint64_t capacity = 0) {
+    store_.reset();
+    auto s = ChunkStore::Open({.dir = dir_, .capacity_bytes = capacity});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  std::string ReadAll(const ChunkId& id, uint64_t max_version = 0) {
+    std::string out;
+    auto r = store_->Read(id, max_version, 0, 0, &out);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return out;
+  }
+  std::vector<std::string> FilesInStore() {
+    std::vector<std::string> files;
+    for (auto& e : fs::recursive_directory_iterator(dir_ + "/chunks")) {
+      if (e.is_regular_file()) files.push_back(e.path().filename());
+    }
+    return files;
+  }
+
+  std::string dir_;
+  std::unique_ptr<ChunkStore> store_;
+};
+
+const ChunkId kA{InodeId(42), 3, 1};
+const ChunkId kB{InodeId(42), 4, 0};
+
+TEST(Crc32cTest, MatchesStandardCheckValue) {
+  const std::string s = "123456789";
+  EXPECT_EQ(Crc32c(std::as_bytes(std::span(s.data(), s.size()))), 0xE3069283u);
+}
+
+TEST_F(ChunkStoreTest, ReadsBackWholeChunkAndAnyByteRange) {
+  const std::string data = RandomBytes(300 * kKiB + 17, 1);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, data, true).ok());
+  EXPECT_EQ(ReadAll(kA), data);
+  const std::pair<uint64_t, uint64_t> ranges[] = {
+      {0, 1}, {1, 10}, {64 * kKiB - 1, 2}, {64 * kKiB, 64 * kKiB}, {100000, 150000},
+      {data.size() - 5, 100}, {data.size(), 0}, {data.size() - 1, 0}, {200 * kKiB, 0}};
+  for (auto [off, len] : ranges) {
+    std::string out = "junk";
+    auto r = store_->Read(kA, 0, off, len, &out);
+    ASSERT_TRUE(r.ok()) << off << " " << len << " " << r.status().ToString();
+    EXPECT_EQ(r->version, 1u);
+    EXPECT_EQ(r->chunk_length_bytes, data.size());
+    const uint64_t want = len == 0 ? data.size() - off : std::min<uint64_t>(len, data.size() - off);
+    EXPECT_EQ(out, data.substr(off, want)) << off << " " << len;
+  }
+}
+
+TEST_F(ChunkStoreTest, StoresEmptyChunks) {
+  ASSERT_TRUE(store_->Write(kA, 2, 0, "", false).ok());
+  EXPECT_EQ(ReadAll(kA), "");
+  Reopen();
+  EXPECT_EQ(ReadAll(kA), "");
+}
+
+TEST_F(ChunkStoreTest, RejectsBadInputAndChangesNothing) {
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 0, 0, 0, &out).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->Write(kA, 0, 0, "x", true).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->Write(kA, 1, 0, std::string(16 * kMiB + 1, 'x'), true).code(),
+            Code::kInvalidArgument);
+  EXPECT_TRUE(store_->Versions(kA).empty());
+  EXPECT_TRUE(FilesInStore().empty());
+  ASSERT_TRUE(store_->Write(kA, 1, 0, "hello", true).ok());
+  EXPECT_EQ(store_->Read(kA, 0, 6, 0, &out).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->Read(kA, 0, 2, UINT64_MAX, &out).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->Read(kA, 0, UINT64_MAX, 1, &out).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ReadAll(kA), "hello");
+}
+
+TEST_F(ChunkStoreTest, ReadsNewestVersionAtOrBelowMaxVersion) {
+  ASSERT_TRUE(store_->Write(kA, 3, 0, "three", true).ok());
+  ASSERT_TRUE(store_->Write(kA, 5, 0, "five", true).ok());
+  ASSERT_TRUE(store_->Write(kA, 7, 0, "seven", true).ok());
+  EXPECT_EQ(ReadAll(kA, 0), "seven");
+  EXPECT_EQ(ReadAll(kA, 6), "five");
+  EXPECT_EQ(ReadAll(kA, 5), "five");
+  EXPECT_EQ(ReadAll(kA, 4), "three");
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 2, 0, 0, &out).status().code(), Code::kNotFound);
+}
+
+TEST_F(ChunkStoreTest, PrunesVersionsOlderThanNewestCommitted) {
+  for (uint64_t v : {1, 2, 3}) ASSERT_TRUE(store_->Write(kA, v, 0, "v", false).ok());
+  ASSERT_EQ(store_->Versions(kA).size(), 3u);
+  // committed 2: keep 2 (newest <= 2) and 3, 4 (newer); 1 goes.
+  ASSERT_TRUE(store_->Write(kA, 4, 2, "v4", true).ok());
+  std::vector<uint64_t> got;
+  for (auto v : store_->Versions(kA)) got.push_back(v.version);
+  EXPECT_EQ(got, (std::vector<uint64_t>{2, 3, 4}));
+  ASSERT_TRUE(store_->Write(kA, 5, 4, "v5", true).ok());
+  got.clear();
+  for (auto v : store_->Versions(kA)) got.push_back(v.version);
+  EXPECT_EQ(got, (std::vector<uint64_t>{4, 5}));
+  EXPECT_EQ(FilesInStore().size(), 2u);
+  EXPECT_EQ(store_->Stats().version_count, 2u);
+}
+
+TEST_F(ChunkStoreTest, RewritingAVersionReplacesIt) {
+  ASSERT_TRUE(store_->Write(kA, 4, 0, "first-and-long", true).ok());
+  ASSERT_TRUE(store_->Write(kA, 4, 0, "second", true).ok());
+  EXPECT_EQ(ReadAll(kA), "second");
+  EXPECT_EQ(FilesInStore().size(), 1u);
+  ASSERT_TRUE(store_->Write(kA, 4, 0, "third!", true).ok());
+  EXPECT_EQ(ReadAll(kA), "third!");
+  Reopen();
+  EXPECT_EQ(ReadAll(kA), "third!");
+  EXPECT_EQ(store_->Stats().used_bytes, 64u + 4 + 6);
+}
+
+TEST_F(ChunkStoreTest, ReportsFlippedDataByteAsCorruptionAndCountsIt) {
+  const std::string data = RandomBytes(200 * kKiB, 2);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, data, true).ok());
+  const std::string path = store_->ChunkPath(kA, 1, data.size());
+  // Flip one byte in block 1 (data bytes [64 KiB, 128 KiB)); header is 64 + 4 * 4 bytes.
+  {
+    int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const off_t at = 64 + 16 + 70000;
+    char c;
+    ASSERT_EQ(pread(fd, &c, 1, at), 1);
+    c ^= 0x5a;
+    ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+  }
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 0, 0, 0, &out).status().code(), Code::kCorruption);
+  EXPECT_EQ(store_->Read(kA, 0, 65536 + 10, 5, &out).status().code(), Code::kCorruption);
+  EXPECT_EQ(store_->Stats().corruptions_found, 2u);
+  // Blocks 0, 2 and 3 are intact and still readable.
+  ASSERT_TRUE(store_->Read(kA, 0, 0, 64 * kKiB, &out).ok());
+  EXPECT_EQ(out, data.substr(0, 64 * kKiB));
+  ASSERT_TRUE(store_->Read(kA, 0, 128 * kKiB, 0, &out).ok());
+  EXPECT_EQ(out, data.substr(128 * kKiB));
+  auto reader = store_->OpenReader(kA, 0);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->Read(64 * kKiB, 1, &out).code(), Code::kCorruption);
+}
+
+TEST_F(ChunkStoreTest, ReportsDamagedHeaderAsCorruption) {
+  ASSERT_TRUE(store_->Write(kA, 1, 0, "payload", true).ok());
+  const std::string path = store_->ChunkPath(kA, 1, 7);
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "\xff", 1, 20), 1);  // inside the inode field
+  close(fd);
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 0, 0, 0, &out).status().code(), Code::kCorruption);
+  EXPECT_EQ(store_->Stats().corruptions_found, 1u);
+}
+
+TEST_F(ChunkStoreTest, RebuildsIndexOnReopenAndDropsTempAndTornFiles) {
+  const std::string data = RandomBytes(100 * kKiB, 3);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, data, true).ok());
+  ASSERT_TRUE(store_->Write(kB, 2, 0, "bee", true).ok());
+  const std::string dir = fs::path(store_->ChunkPath(kA, 1, data.size())).parent_path();
+  // What a crash leaves: a temp file that never got renamed, and a renamed but torn
+  // non-durable write (shorter than its name says).
+  { std::ofstream(dir + "/t.42.3.1.9.100.0") << "partial"; }
+  const std::string torn = store_->ChunkPath(kA, 9, data.size());
+  { std::ofstream(torn) << "short"; }
+  Reopen();
+  EXPECT_EQ(ReadAll(kA), data);
+  EXPECT_EQ(ReadAll(kB), "bee");
+  EXPECT_EQ(store_->Versions(kA).size(), 1u);
+  EXPECT_EQ(store_->Stats().temp_files_removed, 1u);
+  EXPECT_EQ(store_->Stats().torn_files_removed, 1u);
+  EXPECT_EQ(store_->Stats().chunk_count, 2u);
+  EXPECT_FALSE(fs::exists(torn));
+}
+
+TEST_F(ChunkStoreTest, FullStoreRefusesWritesWithNoSpaceAndKeepsServingReads) {
+  Reopen(/*capacity=*/300 * kKiB);
+  const std::string data = RandomBytes(128 * kKiB, 4);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, data, true).ok());
+  ASSERT_TRUE(store_->Write(kB, 1, 0, data, true).ok());
+  const ChunkId c{InodeId(43), 0, 0};
+  EXPECT_EQ(store_->Write(c, 1, 0, data, true).code(), Code::kNoSpace);
+  EXPECT_TRUE(store_->Versions(c).empty());
+  EXPECT_EQ(FilesInStore().size(), 2u);
+  EXPECT_EQ(ReadAll(kA), data);
+  // Freeing space makes writes succeed again.
+  ASSERT_TRUE(store_->DeleteRange(InodeId(42), 0, 10, true).ok());
+  EXPECT_TRUE(store_->Write(c, 1, 0, data, true).ok());
+}
+
+TEST_F(ChunkStoreTest, DeleteRangeHonoursFromStripeAndMaxVersion) {
+  for (uint64_t stripe = 0; stripe < 4; ++stripe) {
+    ASSERT_TRUE(store_->Write({InodeId(7), stripe, 0}, 1, 0, "a", false).ok());
+    ASSERT_TRUE(store_->Write({InodeId(7), stripe, 0}, 3, 0, "b", false).ok());
+  }
+  ASSERT_TRUE(store_->Write({InodeId(8), 5, 0}, 1, 0, "other inode", false).ok());
+  auto deleted = store_->DeleteRange(InodeId(7), 2, 2, true);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 2u);  // version 1 of stripes 2 and 3
+  EXPECT_EQ(store_->Versions({InodeId(7), 1, 0}).size(), 2u);
+  EXPECT_EQ(store_->Versions({InodeId(7), 2, 0}).size(), 1u);
+  EXPECT_EQ(ReadAll({InodeId(7), 3, 0}), "b");
+  deleted = store_->DeleteRange(InodeId(7), 0, UINT64_MAX, true);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 6u);
+  EXPECT_EQ(store_->Stats().chunk_count, 1u);
+  Reopen();
+  EXPECT_EQ(store_->Stats().chunk_count, 1u);
+}
+
+TEST_F(ChunkStoreTest, ListsInKeyOrderAndResumesAfterAKey) {
+  std::vector<ChunkId> ids;
+  for (uint64_t ino : {9, 3, 5}) {
+    for (uint64_t stripe : {2, 0}) {
+      for (uint32_t pos : {1, 0}) ids.push_back({InodeId(ino), stripe, pos});
+    }
+  }
+  for (auto& id : ids) ASSERT_TRUE(store_->Write(id, 1, 0, "x", false).ok());
+  ASSERT_TRUE(store_->Write(ids[0], 2, 0, "y", false).ok());  // two versions of one chunk
+  std::sort(ids.begin(), ids.end());
+  std::vector<ChunkId> seen;
+  ChunkId after{};
+  bool eof = false;
+  int pages = 0;
+  while (!eof) {
+    auto page = store_->List(after, 5, &eof);
+    ++pages;
+    for (auto& e : page) {
+      if (seen.empty() || seen.back() != e.id) seen.push_back(e.id);
+      after = e.id;
+    }
+  }
+  EXPECT_EQ(seen, ids);
+  EXPECT_EQ(pages, 3);
+}
+
+TEST_F(ChunkStoreTest, ConcurrentSyncWritersAreAllDurableAndIndexed) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t s = 0; s < 25; ++s) {
+        const std::string data = RandomBytes(16 * kKiB, t * 100 + s);
+        if (!store_->Write({InodeId(100 + t), s, 0}, 1, 0, data, true).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Reopen();
+  EXPECT_EQ(store_->Stats().chunk_count, 200u);
+  EXPECT_EQ(ReadAll({InodeId(103), 7, 0}), RandomBytes(16 * kKiB, 307));
+}
+
+// A child process writes ever newer versions of one large chunk (sync) and reports each
+// acknowledged version through a pipe; the parent kills it with SIGKILL, most likely in the middle
+// of a write, then reopens the store: the last acknowledged version (or a newer whole one) must
+// read back intact, and no temp file may remain.
+TEST_F(ChunkStoreTest, KillMidWriteLeavesOldOrNewVersionWhole) {
+  store_.reset();
+  uint64_t temp_files_removed = 0;
+  auto content = [](uint64_t v) {  // cheap to build, so the child spends its time writing
+    std::string s(4 * kMiB + 123, static_cast<char>('a' + v % 26));
+    std::memcpy(s.data(), &v, sizeof v);
+    std::memcpy(s.data() + s.size() - sizeof v, &v, sizeof v);
+    return s;
+  };
+  for (int round = 0; round < 3; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const uint64_t first = 1 + round * 1000;
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      auto s = ChunkStore::Open({.dir = dir_});
+      if (!s.ok()) _exit(2);
+      for (uint64_t v = first;; ++v) {
+        // committed = v - 1: every write prunes all but the previous version.
+        if (!(*s)->Write(kA, v, v - 1, content(v), true).ok()) _exit(3);
+        if (write(fds[1], &v, sizeof v) != sizeof v) _exit(4);
+      }
+    }
+    close(fds[1]);
+    uint64_t acked = 0, v = 0;
+    for (int i = 0; i < 2 + round; ++i) {
+      ASSERT_EQ(read(fds[0], &v, sizeof v), static_cast<ssize_t>(sizeof v));
+      acked = v;
+    }
+    // Vary the kill point: immediately, or after a short busy spin.
+    for (volatile int spin = 0; spin < round * 2000000; ++spin) {
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    while (read(fds[0], &v, sizeof v) == sizeof v) acked = v;
+    close(fds[0]);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "child exited early: " << WEXITSTATUS(status);
+
+    auto s = ChunkStore::Open({.dir = dir_});
+    ASSERT_TRUE(s.ok());
+    temp_files_removed += (*s)->Stats().temp_files_removed;
+    std::string out;
+    auto r = (*s)->Read(kA, 0, 0, 0, &out);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GE(r->version, acked);
+    EXPECT_LE(r->version, acked + 1);
+    EXPECT_EQ(out, content(r->version));
+    ASSERT_TRUE((*s)->Read(kA, acked, 0, 0, &out).ok());
+    EXPECT_EQ(out, content(acked));
+    for (auto& e : fs::recursive_directory_iterator(dir_ + "/chunks")) {
+      EXPECT_NE(e.path().filename().string().substr(0, 2), "t.") << e.path();
+    }
+  }
+  std::printf("kill rounds that interrupted a write (temp file left): %llu of 3\n",
+              static_cast<unsigned long long>(temp_files_removed));
+}
+
+}  // namespace
+}  // namespace aquifer::server
