@@ -49,7 +49,8 @@ class ErasureCodec {
   // Computes the m parity units of one stripe from its k data units.
   //
   // `data` has exactly k entries, `parity` exactly m, all of one length unit_bytes with
-  // 1 <= unit_bytes <= INT32_MAX, none null. Parity buffers must not overlap each other or the data.
+  // 1 <= unit_bytes <= INT32_MAX, none null. Parity buffers must not overlap each other or the
+  // data.
   // On success every parity unit is overwritten; data is only read. On error nothing is written.
   // Errors: kInvalidArgument for wrong counts, unequal or zero lengths, or null buffers.
   // No allocation; safe to call concurrently.
