@@ -1,0 +1,192 @@
+// aquifer-data core: store, uuid, membership. See data_server.h.
+#include "server/data_server.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/logging.h"
+#include "server/chunk_store/io_ring.h"
+
+namespace aquifer::server {
+namespace {
+
+std::string NewUuid() {
+  std::random_device rd;
+  uint8_t b[16];
+  for (auto& x : b) x = static_cast<uint8_t>(rd());
+  b[6] = (b[6] & 0x0f) | 0x40;  // version 4
+  b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
+  char s[37];
+  std::snprintf(s, sizeof s,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return s;
+}
+
+Status LoadOrCreateUuid(const std::string& dir, std::string* uuid) {
+  const std::string path = dir + "/server_uuid";
+  {
+    std::ifstream in(path);
+    if (in && std::getline(in, *uuid) && uuid->size() == 36) return OkStatus();
+  }
+  *uuid = NewUuid();
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("create " + tmp + ": " + std::strerror(errno));
+  const std::string line = *uuid + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                  ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal("write " + path + ": " + std::strerror(errno));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& options) {
+  SetIoDepth(options.io_depth);
+  std::unique_ptr<DataServer> s(new DataServer(options));
+  auto store = ChunkStore::Open({.dir = options.dir,
+                                 .capacity_bytes = options.capacity_bytes,
+                                 .block_bytes = options.block_bytes});
+  if (!store.ok()) return store.status();
+  s->store_ = std::move(*store);
+  AQ_RETURN_IF_ERROR(LoadOrCreateUuid(options.dir, &s->uuid_));
+  return s;
+}
+
+DataServer::~DataServer() { StopMembership(); }
+
+void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> link) {
+  address_ = std::move(address);
+  link_ = std::move(link);
+  thread_ = std::thread([this] { MembershipLoop(); });
+}
+
+void DataServer::StopMembership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ServerId DataServer::server_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return server_id_;
+}
+uint64_t DataServer::registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registrations_;
+}
+uint64_t DataServer::heartbeats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heartbeats_;
+}
+uint64_t DataServer::gc_tasks_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gc_applied_;
+}
+
+bool DataServer::WaitFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void DataServer::MembershipLoop() {
+  auto log = Logger("data");
+  const auto base_retry = std::chrono::milliseconds(options_.register_retry_ms);
+  auto retry = base_retry;
+  auto interval = std::chrono::milliseconds(options_.heartbeat_interval_ms);
+  bool registered = false;
+  ServerId id;
+  std::vector<uint64_t> gc_done;  // applied, not yet acknowledged by a successful heartbeat
+  uint64_t failures_logged = 0;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    const ChunkStoreStats stats = store_->Stats();
+    if (!registered) {
+      Result<Registration> r = link_->Register({address_, options_.failure_domain,
+                                                stats.capacity_bytes, stats.used_bytes, uuid_});
+      if (!r.ok()) {
+        // Meta may not be up yet: keep serving chunks and retry with backoff.
+        if (failures_logged++ % 20 == 0) {
+          log->warn("register with meta={} failed, retrying: {}", options_.meta,
+                    r.status().ToString());
+        }
+        if (!WaitFor(retry)) return;
+        retry = std::min(retry * 2, base_retry * 10);
+        continue;
+      }
+      registered = true;
+      failures_logged = 0;
+      retry = base_retry;
+      id = r->server_id;
+      if (r->heartbeat_interval.count() > 0) interval = r->heartbeat_interval;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        server_id_ = id;
+        ++registrations_;
+      }
+      log->info("registered with meta={} server_id={} uuid={} address={} domain={} "
+                "heartbeat_ms={}",
+                options_.meta, id.value(), uuid_, address_, options_.failure_domain,
+                interval.count());
+    }
+    if (!WaitFor(interval)) return;
+    const ChunkStoreStats now = store_->Stats();
+    Result<std::vector<GcTask>> hb =
+        link_->Heartbeat({id, now.capacity_bytes, now.used_bytes, now.chunk_count, gc_done});
+    if (!hb.ok()) {
+      if (hb.status().code() != Code::kUnavailable) {
+        log->warn("heartbeat refused by meta, registering again: {}", hb.status().ToString());
+        registered = false;
+      } else if (failures_logged++ % 20 == 0) {
+        log->warn("heartbeat to meta={} failed: {}", options_.meta, hb.status().ToString());
+      }
+      continue;
+    }
+    failures_logged = 0;
+    gc_done.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++heartbeats_;
+    }
+    for (const GcTask& task : *hb) {
+      Result<uint64_t> deleted =
+          store_->DeleteRange(task.inode, task.from_stripe, task.max_version, /*sync=*/true);
+      if (!deleted.ok()) {
+        log->error("apply gc task={} ino={} failed, will retry when resent: {}", task.id,
+                   task.inode.value(), deleted.status().ToString());
+        continue;
+      }
+      log->debug("applied gc task={} ino={} from_stripe={} max_version={} deleted={}", task.id,
+                 task.inode.value(), task.from_stripe, task.max_version, *deleted);
+      if (std::find(gc_done.begin(), gc_done.end(), task.id) == gc_done.end()) {
+        gc_done.push_back(task.id);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++gc_applied_;
+    }
+  }
+}
+
+}  // namespace aquifer::server

@@ -1,0 +1,111 @@
+// aquifer-data's core: the chunk store plus membership (registration, heartbeats, GC tasks).
+// Knows no protobuf or gRPC: the adapter in rpc/ serves the DataService over this, and talks to
+// aquifer-meta through the MetaLink interface below.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "server/chunk_store/chunk_store.h"
+#include "server/options.h"
+
+namespace aquifer::server {
+
+// What a data server tells aquifer-meta when it registers.
+struct RegisterInfo {
+  std::string address;         // bound HOST:PORT clients reach this server at
+  std::string failure_domain;  // placement label
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  std::string server_uuid;     // stable across restarts
+};
+struct Registration {
+  ServerId server_id;
+  std::chrono::milliseconds heartbeat_interval{0};  // 0 = keep the configured interval
+};
+struct HeartbeatInfo {
+  ServerId server_id;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t chunk_count = 0;
+  std::vector<uint64_t> gc_done;  // ids of GC tasks applied since the last acknowledged heartbeat
+};
+// Delete every chunk of `inode` with stripe >= from_stripe and version <= max_version.
+struct GcTask {
+  uint64_t id = 0;
+  InodeId inode;
+  uint64_t from_stripe = 0;
+  uint64_t max_version = 0;
+};
+
+// aquifer-meta as seen by a data server. Implementations: gRPC (rpc/meta_link.h), fakes in tests.
+// Called from the membership thread only.
+class MetaLink {
+ public:
+  virtual ~MetaLink() = default;
+  // Errors: kUnavailable when meta cannot be reached; meta's own codes otherwise.
+  virtual Result<Registration> Register(const RegisterInfo& info) = 0;
+  // Returns the GC tasks meta wants applied. Errors: kUnavailable when meta cannot be reached;
+  // any other code (e.g. kNotFound for a server id meta forgot) makes the server register again.
+  virtual Result<std::vector<GcTask>> Heartbeat(const HeartbeatInfo& info) = 0;
+};
+
+class DataServer {
+ public:
+  // Opens the chunk store in options.dir and loads (or creates, once) DIR/server_uuid.
+  // Errors: those of ChunkStore::Open; kInternal when the uuid file cannot be made.
+  static Result<std::unique_ptr<DataServer>> Open(const DataServerOptions& options);
+  ~DataServer();  // stops membership
+
+  // Starts the membership thread: registers `address` with meta through `link` (retrying with
+  // backoff while meta is unreachable or refuses), then heartbeats every interval with usage,
+  // applies the GC tasks in each reply (durably) and acks them in the next heartbeat. If a
+  // heartbeat is refused (not merely unreachable) it registers again. Chunks are served
+  // throughout. Call at most once.
+  void StartMembership(std::string address, std::unique_ptr<MetaLink> link);
+  // Stops the membership thread (waits for an in-flight meta call, bounded by its deadline).
+  // Idempotent.
+  void StopMembership();
+
+  ChunkStore& store() { return *store_; }
+  const std::string& server_uuid() const { return uuid_; }
+  // The id meta assigned; ServerId(0) until the first registration succeeded.
+  ServerId server_id() const;
+  // How many registrations and acknowledged heartbeats happened, and GC tasks applied (tests,
+  // Info).
+  uint64_t registrations() const;
+  uint64_t heartbeats() const;
+  uint64_t gc_tasks_applied() const;
+
+ private:
+  explicit DataServer(DataServerOptions options) : options_(std::move(options)) {}
+  void MembershipLoop();
+  // Waits up to `d` unless stopping; returns false when stopping.
+  bool WaitFor(std::chrono::milliseconds d);
+
+  const DataServerOptions options_;
+  std::unique_ptr<ChunkStore> store_;
+  std::string uuid_;
+
+  std::unique_ptr<MetaLink> link_;  // used by the membership thread only
+  std::string address_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  ServerId server_id_;
+  uint64_t registrations_ = 0;
+  uint64_t heartbeats_ = 0;
+  uint64_t gc_applied_ = 0;
+};
+
+}  // namespace aquifer::server

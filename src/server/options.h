@@ -1,0 +1,39 @@
+// aquifer-data's options: one struct, loaded from TOML (--config) and overridden by flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "aquifer/status.h"
+
+namespace aquifer::server {
+
+struct DataServerOptions {
+  std::string listen = "127.0.0.1:0";  // HOST:PORT to serve gRPC on; port 0 = kernel chooses
+  std::string dir;                     // chunk store directory (required); created if missing
+  std::string meta;                    // aquifer-meta's HOST:PORT (required)
+  std::string failure_domain;          // label for placement; "" = this host's name
+  uint64_t capacity_bytes = 0;         // bytes the store may use; 0 = the file system's size
+  std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
+  std::string config;                  // TOML file with the same keys as the flags; "" = none
+  std::string log_level = "info";      // trace, debug, info, warn, error, off
+  uint32_t io_depth = 32;              // io_uring submission entries per I/O thread, entries
+  uint32_t heartbeat_interval_ms = 1000;  // ms between heartbeats until meta's reply sets it
+  uint32_t register_retry_ms = 500;    // first wait before retrying registration, ms (doubles
+                                       // up to 10x this while aquifer-meta is unreachable)
+  uint32_t meta_rpc_timeout_ms = 5000; // deadline of one RegisterServer/Heartbeat call, ms
+  uint32_t block_bytes = 65536;        // CRC32C block of new stores, bytes (power of 2)
+};
+
+// Parses argv into options: flags (--listen, --dir, --meta, ...) as documented in
+// `aquifer-data --help`; keys of --config FILE.toml (hyphen or underscore spelling) fill every
+// option not given as a flag. Fills in failure_domain with the host name when empty.
+// Errors: kInvalidArgument with a message for an unknown flag or key, a bad value, an unreadable
+// config file, or a missing --dir or --meta. When --help is given, *help_out receives the help
+// text and the result holds default options.
+Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::string* help_out);
+
+// Checks option values. Errors: kInvalidArgument.
+Status ValidateDataServerOptions(const DataServerOptions& options);
+
+}  // namespace aquifer::server
