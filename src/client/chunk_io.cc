@@ -1,0 +1,456 @@
+#include "client/chunk_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include "client/striping.h"
+#include "common/logging.h"
+
+namespace aquifer::client {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Probes of positions that are not needed read this many bytes at most: enough to learn the
+// chunk's version cheaply, and to serve small degraded reads without a second round.
+constexpr uint64_t kMaxProbeBytes = 64 * 1024;
+}  // namespace
+
+// One chunk read of a stripe and its outcome.
+struct ChunkIo::Fetch {
+  enum class State { kNotTried, kOk, kNotFound, kFailed };
+  State state = State::kNotTried;
+  uint64_t version = 0;
+  uint64_t range_begin = 0;  // requested range inside the chunk
+  uint64_t range_end = 0;
+  std::string bytes;         // returned bytes (clipped to the chunk's length)
+  bool Covers(uint64_t b, uint64_t e) const {
+    return state == State::kOk && range_begin <= b && range_end >= e;
+  }
+};
+
+ChunkIo::ChunkIo(MetaClient* meta, Options options)
+    : meta_(meta), options_(options), pool_(std::max(1u, options.io_threads)) {}
+
+ChunkIo::~ChunkIo() = default;
+
+Status ChunkIo::RefreshMap() {
+  std::lock_guard refresh(refresh_mu_);
+  refresh_requested_.store(false);
+  Result<ClusterMap> fetched = meta_->GetClusterMap(0);
+  if (!fetched.ok()) return fetched.status();
+  auto fresh = std::make_shared<const ClusterMap>(std::move(*fetched));
+  std::lock_guard lock(mu_);
+  map_ = std::move(fresh);
+  return OkStatus();
+}
+
+bool ChunkIo::RefreshIfRequested() {
+  if (!refresh_requested_.load()) return false;
+  Status s = RefreshMap();
+  if (!s.ok()) {
+    Logger("client")->debug("refresh cluster_map failed status={}", s.ToString());
+    refresh_requested_.store(true);
+  }
+  return true;
+}
+
+std::shared_ptr<const ClusterMap> ChunkIo::map() const {
+  std::lock_guard lock(mu_);
+  return map_;
+}
+
+Result<std::shared_ptr<DataClient>> ChunkIo::ClientFor(ServerId id, const ClusterMap& map) {
+  const ServerEntry* entry = map.Find(id);
+  if (entry == nullptr) {
+    RequestRefresh();
+    return Unavailable("data server " + id.ToString() + " is not in the cluster map");
+  }
+  if (!entry->up) return Unavailable("data server " + id.ToString() + " is down");
+  std::lock_guard lock(mu_);
+  auto& client = clients_[entry->address];
+  if (!client) client = NewGrpcDataClient(entry->address);
+  return client;
+}
+
+Result<const ErasureCodec*> ChunkIo::CodecFor(uint32_t k, uint32_t m) {
+  std::lock_guard lock(mu_);
+  auto& codec = codecs_[{k, m}];
+  if (!codec) {
+    Result<std::unique_ptr<ErasureCodec>> made =
+        ErasureCodec::Create(static_cast<int>(k), static_cast<int>(m));
+    if (!made.ok()) return made.status();
+    codec = std::move(*made);
+  }
+  return static_cast<const ErasureCodec*>(codec.get());
+}
+
+Status ChunkIo::WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe,
+                            std::span<const std::byte> bytes, uint64_t version,
+                            uint64_t committed_version, bool sync) {
+  std::shared_ptr<const ClusterMap> map = this->map();
+  if (!map) return Unavailable("no cluster map");
+  Result<std::vector<ServerId>> targets = map->TargetsOf(layout, stripe);
+  if (!targets.ok()) {
+    AQ_RETURN_IF_ERROR(RefreshMap());
+    map = this->map();
+    targets = map->TargetsOf(layout, stripe);
+    if (!targets.ok()) return targets.status();
+  }
+  const uint64_t len = bytes.size();
+  const uint64_t unit = layout.unit_bytes;
+  const bool replicated = IsReplicated(layout, len);
+
+  // Chunks to write: (position, bytes).
+  std::vector<std::pair<uint32_t, std::span<const std::byte>>> chunks;
+  std::vector<std::byte> padded;    // the stripe's data zero-padded to k units (coded, short)
+  std::vector<std::byte> parity;    // m units
+  uint32_t empty_landed = 0;        // empty data chunks: nothing to store, count as written
+  if (replicated) {
+    for (uint32_t p = 0; p <= layout.m; ++p) chunks.emplace_back(p, bytes);
+  } else {
+    Result<const ErasureCodec*> codec = CodecFor(layout.k, layout.m);
+    if (!codec.ok()) return codec.status();
+    std::span<const std::byte> data = bytes;
+    if (len < layout.stripe_bytes()) {
+      padded.assign(layout.stripe_bytes(), std::byte{0});
+      std::memcpy(padded.data(), bytes.data(), len);
+      data = padded;
+    }
+    parity.resize(uint64_t{layout.m} * unit);
+    std::vector<std::span<const std::byte>> data_units;
+    std::vector<std::span<std::byte>> parity_units;
+    for (uint32_t i = 0; i < layout.k; ++i) data_units.push_back(data.subspan(i * unit, unit));
+    for (uint32_t j = 0; j < layout.m; ++j) {
+      parity_units.push_back(std::span<std::byte>(parity).subspan(j * unit, unit));
+    }
+    AQ_RETURN_IF_ERROR((*codec)->Encode(data_units, parity_units));
+    for (uint32_t i = 0; i < layout.k; ++i) {
+      const uint64_t clen = DataChunkLength(layout, len, i);
+      if (clen == 0) {
+        ++empty_landed;
+        continue;
+      }
+      chunks.emplace_back(i, bytes.subspan(i * unit, clen));
+    }
+    for (uint32_t j = 0; j < layout.m; ++j) {
+      chunks.emplace_back(layout.k + j, std::span<const std::byte>(parity_units[j]));
+    }
+  }
+
+  const auto deadline = Clock::now() + options_.write_timeout;
+  std::vector<std::future<Status>> futures;
+  futures.reserve(chunks.size());
+  for (const auto& [position, chunk_bytes] : chunks) {
+    ServerId server = (*targets)[position];
+    Result<std::shared_ptr<DataClient>> client = ClientFor(server, *map);
+    if (!client.ok()) {
+      std::promise<Status> failed;
+      failed.set_value(client.status());
+      futures.push_back(failed.get_future());
+      continue;
+    }
+    ChunkId id{inode, stripe, position};
+    std::span<const std::byte> payload = chunk_bytes;
+    std::shared_ptr<DataClient> dc = *client;
+    chunk_rpcs_.fetch_add(1);
+    futures.push_back(pool_.Submit([dc, id, version, committed_version, payload, sync, deadline] {
+      return dc->WriteChunk(id, version, committed_version, payload, sync, deadline);
+    }));
+  }
+  uint32_t landed = empty_landed;
+  bool no_space = false;
+  Status last_error;
+  for (size_t i = 0; i < futures.size(); ++i) {
+    Status s = futures[i].get();
+    if (s.ok()) {
+      ++landed;
+      continue;
+    }
+    if (s.code() == Code::kNoSpace) no_space = true;
+    if (s.code() == Code::kUnavailable) RequestRefresh();
+    last_error = s;
+    Logger("client")->debug("write chunk failed ino={} stripe={} position={} status={}",
+                            inode.value(), stripe, chunks[i].first, s.ToString());
+  }
+  const uint32_t needed = replicated ? 1 : layout.k;
+  if (landed < needed) {
+    std::string what = "stripe " + std::to_string(stripe) + " of inode " + inode.ToString() +
+                       ": " + std::to_string(landed) + " chunks written, need " +
+                       std::to_string(needed) + "; last error: " + last_error.ToString();
+    return no_space ? NoSpace(what) : Unavailable(what);
+  }
+  return OkStatus();
+}
+
+Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
+                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                           std::span<std::byte> out) {
+  std::memset(out.data(), 0, out.size());
+  if (stripe_len == 0 || begin >= stripe_len || out.empty()) return OkStatus();
+  const uint64_t end = std::min<uint64_t>(begin + out.size(), stripe_len);
+  std::span<std::byte> wanted = out.subspan(0, end - begin);
+  std::shared_ptr<const ClusterMap> map = this->map();
+  if (!map) return Unavailable("no cluster map");
+  Result<std::vector<ServerId>> targets = map->TargetsOf(layout, stripe);
+  if (!targets.ok()) {
+    AQ_RETURN_IF_ERROR(RefreshMap());
+    map = this->map();
+    targets = map->TargetsOf(layout, stripe);
+    if (!targets.ok()) return targets.status();
+  }
+  if (IsReplicated(layout, stripe_len)) {
+    return ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
+                          wanted);
+  }
+  return ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin, wanted);
+}
+
+Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
+                               const std::vector<ServerId>& targets, const ClusterMap& map,
+                               uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                               std::span<std::byte> out) {
+  // Ask every copy: the highest version returned is the current one (a copy whose server was
+  // down during the last write holds an older version).
+  const auto deadline = Clock::now() + options_.chunk_timeout;
+  std::vector<std::future<Result<ChunkData>>> futures;
+  for (uint32_t p = 0; p <= layout.m; ++p) {
+    Result<std::shared_ptr<DataClient>> client = ClientFor(targets[p], map);
+    if (!client.ok()) {
+      std::promise<Result<ChunkData>> failed;
+      failed.set_value(client.status());
+      futures.push_back(failed.get_future());
+      continue;
+    }
+    std::shared_ptr<DataClient> dc = *client;
+    ChunkId id{inode, stripe, p};
+    const uint64_t length = out.size();
+    chunk_rpcs_.fetch_add(1);
+    futures.push_back(pool_.Submit([dc, id, max_version, begin, length, deadline] {
+      return dc->ReadChunk(id, max_version, begin, length, deadline);
+    }));
+  }
+  std::optional<ChunkData> best;
+  bool any_not_found = false;
+  Status last_error;
+  for (auto& f : futures) {
+    Result<ChunkData> r = f.get();
+    if (r.ok()) {
+      if (!best || r->version > best->version) best = std::move(*r);
+    } else if (r.status().code() == Code::kNotFound) {
+      any_not_found = true;
+    } else {
+      if (r.status().code() == Code::kUnavailable) RequestRefresh();
+      last_error = r.status();
+    }
+  }
+  if (best) {
+    std::memcpy(out.data(), best->bytes.data(), std::min(out.size(), best->bytes.size()));
+    return OkStatus();
+  }
+  if (any_not_found) return OkStatus();  // never written: a hole
+  return Unavailable("no copy of stripe " + std::to_string(stripe) + " of inode " +
+                     inode.ToString() + " readable: " + last_error.ToString());
+}
+
+Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
+                          const std::vector<ServerId>& targets, const ClusterMap& map,
+                          uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                          std::span<std::byte> out) {
+  const uint32_t k = layout.k;
+  const uint32_t width = layout.k + layout.m;
+  const uint64_t unit = layout.unit_bytes;
+  const uint64_t end = begin + out.size();
+
+  // Per position: its stored length (0 for empty data chunks: known zeros, never read).
+  std::vector<uint64_t> chunk_len(width);
+  for (uint32_t p = 0; p < width; ++p) {
+    chunk_len[p] = p < k ? DataChunkLength(layout, stripe_len, p) : unit;
+  }
+  // Needed data positions and their ranges inside the unit; [ua, ub) is their union.
+  struct Need {
+    uint32_t position;
+    uint64_t b, e;  // inside the unit
+  };
+  std::vector<Need> needs;
+  uint64_t ua = unit, ub = 0;
+  for (uint32_t p = static_cast<uint32_t>(begin / unit); p < k && p * unit < end; ++p) {
+    const uint64_t b = std::max(begin, p * unit) - p * unit;
+    const uint64_t e = std::min(end, (p + 1) * unit) - p * unit;
+    needs.push_back({p, b, e});
+    ua = std::min(ua, b);
+    ub = std::max(ub, e);
+  }
+
+  std::vector<Fetch> fetches(width);
+  const uint32_t confident = layout.m + 1;
+  auto fetch_all = [&](const std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>& plan) {
+    const auto deadline = Clock::now() + options_.chunk_timeout;
+    std::vector<std::pair<uint32_t, std::future<Result<ChunkData>>>> futures;
+    for (const auto& [p, b, e] : plan) {
+      fetches[p].range_begin = b;
+      fetches[p].range_end = e;
+      Result<std::shared_ptr<DataClient>> client = ClientFor(targets[p], map);
+      if (!client.ok()) {
+        fetches[p].state = Fetch::State::kFailed;
+        continue;
+      }
+      std::shared_ptr<DataClient> dc = *client;
+      ChunkId id{inode, stripe, p};
+      const uint64_t offset = b, length = e - b;
+      chunk_rpcs_.fetch_add(1);
+      futures.emplace_back(p, pool_.Submit([dc, id, max_version, offset, length, deadline] {
+        return dc->ReadChunk(id, max_version, offset, length, deadline);
+      }));
+    }
+    for (auto& [p, f] : futures) {
+      Result<ChunkData> r = f.get();
+      Fetch& fetch = fetches[p];
+      if (r.ok()) {
+        fetch.state = Fetch::State::kOk;
+        fetch.version = r->version;
+        fetch.bytes = std::move(r->bytes);
+      } else if (r.status().code() == Code::kNotFound) {
+        fetch.state = Fetch::State::kNotFound;
+      } else {
+        if (r.status().code() == Code::kUnavailable) RequestRefresh();
+        Logger("client")->debug("read chunk failed ino={} stripe={} position={} status={}",
+                                inode.value(), stripe, p, r.status().ToString());
+        fetch.state = Fetch::State::kFailed;
+      }
+    }
+  };
+
+  // Round 1: the needed data ranges, plus probes so that m + 1 positions answer in all.
+  {
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
+    for (const Need& n : needs) {
+      if (chunk_len[n.position] > 0) plan.emplace_back(n.position, n.b, n.e);
+    }
+    const bool small = ub - ua <= kMaxProbeBytes;
+    for (uint32_t p = width; p-- > 0 && plan.size() < confident;) {
+      if (chunk_len[p] == 0) continue;
+      bool planned = false;
+      for (const auto& t : plan) planned |= std::get<0>(t) == p;
+      if (planned) continue;
+      if (small) {
+        plan.emplace_back(p, ua, ub);
+      } else {
+        plan.emplace_back(p, ua, ua + 1);
+      }
+    }
+    fetch_all(plan);
+  }
+
+  bool degraded = false;
+  for (;;) {
+    uint32_t answered = 0;
+    uint64_t vmax = 0;
+    for (uint32_t p = 0; p < width; ++p) {
+      const Fetch& f = fetches[p];
+      if (f.state == Fetch::State::kOk || f.state == Fetch::State::kNotFound) ++answered;
+      if (f.state == Fetch::State::kOk) vmax = std::max(vmax, f.version);
+    }
+    bool untried = false;
+    for (uint32_t p = 0; p < width; ++p) {
+      untried |= chunk_len[p] > 0 && fetches[p].state == Fetch::State::kNotTried;
+    }
+    if (answered >= confident || !untried) {
+      if (vmax == 0 && answered > 0) return OkStatus();  // never written: a hole, zeros
+      auto good = [&](uint32_t p, uint64_t b, uint64_t e) {
+        return chunk_len[p] == 0 || (fetches[p].Covers(b, e) && fetches[p].version == vmax);
+      };
+      // Fast path: every needed data range came back at the current version.
+      bool all_needed = vmax > 0;
+      for (const Need& n : needs) all_needed &= good(n.position, n.b, n.e);
+      if (all_needed) {
+        for (const Need& n : needs) {
+          const Fetch& f = fetches[n.position];
+          const uint64_t at = n.position * unit + n.b - begin;
+          const uint64_t skip = n.b - f.range_begin;
+          if (f.bytes.size() > skip) {
+            const uint64_t count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
+            std::memcpy(out.data() + at, f.bytes.data() + skip, count);
+          }
+        }
+        if (degraded) degraded_reads_.fetch_add(1);
+        return OkStatus();
+      }
+      // Degraded: decode [ua, ub) of every unit from any k good positions.
+      uint32_t good_count = 0;
+      for (uint32_t p = 0; p < width; ++p) good_count += good(p, ua, ub) ? 1 : 0;
+      if (vmax > 0 && good_count >= k) {
+        Result<const ErasureCodec*> codec = CodecFor(layout.k, layout.m);
+        if (!codec.ok()) return codec.status();
+        const uint64_t span_len = ub - ua;
+        std::vector<std::byte> buffers(span_len * width, std::byte{0});
+        std::vector<std::span<std::byte>> units;
+        std::unique_ptr<bool[]> present(new bool[width]);
+        uint32_t used = 0;
+        for (uint32_t p = 0; p < width; ++p) {
+          units.emplace_back(buffers.data() + p * span_len, span_len);
+          present[p] = false;
+          if (used < k && good(p, ua, ub)) {
+            present[p] = true;
+            ++used;
+            if (chunk_len[p] > 0) {
+              const Fetch& f = fetches[p];
+              const uint64_t skip = ua - f.range_begin;
+              if (f.bytes.size() > skip) {
+                std::memcpy(units[p].data(), f.bytes.data() + skip,
+                            std::min<uint64_t>(span_len, f.bytes.size() - skip));
+              }
+            }
+          }
+        }
+        AQ_RETURN_IF_ERROR((*codec)->Reconstruct(
+            units, std::span<const bool>(present.get(), width)));
+        for (const Need& n : needs) {
+          std::memcpy(out.data() + n.position * unit + n.b - begin,
+                      units[n.position].data() + (n.b - ua), n.e - n.b);
+        }
+        degraded_reads_.fetch_add(1);
+        return OkStatus();
+      }
+    }
+    // Fetch [ua, ub) from every position not yet holding it at a usable version.
+    degraded = true;
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
+    for (uint32_t p = 0; p < width; ++p) {
+      if (chunk_len[p] == 0) continue;
+      const Fetch& f = fetches[p];
+      if (f.state == Fetch::State::kNotTried ||
+          (f.state == Fetch::State::kOk && !f.Covers(ua, ub))) {
+        plan.emplace_back(p, ua, ub);
+      }
+    }
+    if (plan.empty()) {
+      return Unavailable("stripe " + std::to_string(stripe) + " of inode " + inode.ToString() +
+                         " cannot be read: fewer than k chunks of one version available");
+    }
+    fetch_all(plan);
+  }
+}
+
+void ChunkIo::DeleteFrom(InodeId inode, uint64_t from_stripe, uint64_t max_version) {
+  std::shared_ptr<const ClusterMap> map = this->map();
+  if (!map) return;
+  const auto deadline = Clock::now() + options_.chunk_timeout;
+  std::vector<std::future<Status>> futures;
+  for (const auto& [id, entry] : map->servers) {
+    Result<std::shared_ptr<DataClient>> client = ClientFor(id, *map);
+    if (!client.ok()) continue;
+    std::shared_ptr<DataClient> dc = *client;
+    futures.push_back(pool_.Submit([dc, inode, from_stripe, max_version, deadline] {
+      return dc->DeleteChunks(inode, from_stripe, max_version, deadline);
+    }));
+  }
+  for (auto& f : futures) {
+    Status s = f.get();
+    if (!s.ok()) Logger("client")->debug("delete chunks failed status={}", s.ToString());
+  }
+}
+
+}  // namespace aquifer::client

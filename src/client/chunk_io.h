@@ -1,0 +1,105 @@
+// ChunkIo: reads and writes whole stripes of files on the data servers, following the layout
+// rules of docs/design.md. Owns the cluster-map cache and one DataClient per data server.
+//
+// Writes: a replicated stripe (< unit_bytes of data) goes as m + 1 copies to positions 0..m; an
+// erasure-coded stripe is encoded (ISA-L via ErasureCodec) and its non-empty data chunks and m
+// parity chunks are written in parallel. Reads: only the needed data chunks (byte ranges), plus
+// enough other positions (at least m + 1 in all) that the highest version returned is the
+// stripe's current one; chunks of lower versions count as missing; down, slow (chunk_timeout) or
+// corrupt chunks are replaced by decoding from any k good ones.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "aquifer/client.h"
+#include "aquifer/erasure.h"
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "client/cluster_map.h"
+#include "client/rpc/data_client.h"
+#include "client/rpc/meta_client.h"
+#include "client/thread_pool.h"
+
+namespace aquifer::client {
+
+class ChunkIo {
+ public:
+  struct Options {
+    std::chrono::milliseconds chunk_timeout{3000};  // a chunk read slower than this is missing
+    std::chrono::milliseconds write_timeout{15000}; // deadline of one chunk write
+    unsigned io_threads = 8;                        // parallel chunk RPCs
+  };
+
+  // `meta` must outlive this object.
+  ChunkIo(MetaClient* meta, Options options);
+  ~ChunkIo();
+
+  // Fetches the cluster map now. Errors: the metadata server's.
+  Status RefreshMap();
+  // Asks for a refresh soon (the client's background thread calls RefreshIfRequested).
+  void RequestRefresh() { refresh_requested_.store(true); }
+  // Refreshes when requested since the last refresh; returns whether it tried.
+  bool RefreshIfRequested();
+  std::shared_ptr<const ClusterMap> map() const;
+
+  // Writes stripe `stripe` of `inode`, whose bytes are `bytes` (its whole length L, 0 < L <=
+  // stripe_bytes), at `version`. Errors: kUnavailable when fewer than k (erasure-coded) or 1
+  // (replicated) chunks were written; kNoSpace when that was because servers were full.
+  Status WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe,
+                     std::span<const std::byte> bytes, uint64_t version,
+                     uint64_t committed_version, bool sync);
+
+  // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
+  // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
+  // past stripe_len, and never-written stripes, read as zeros.
+  // Errors: kUnavailable when the needed bytes cannot be read or decoded.
+  Status ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe, uint64_t stripe_len,
+                    uint64_t max_version, uint64_t begin, std::span<std::byte> out);
+
+  // Deletes chunks of `inode` with stripe >= from_stripe and version <= max_version on every
+  // up data server (best effort: the metadata server's GC covers the others).
+  void DeleteFrom(InodeId inode, uint64_t from_stripe, uint64_t max_version);
+
+  // Counters for tests and benchmarks.
+  uint64_t degraded_reads() const { return degraded_reads_.load(); }
+  uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
+
+ private:
+  struct Fetch;
+
+  Result<std::shared_ptr<DataClient>> ClientFor(ServerId id, const ClusterMap& map);
+  Result<const ErasureCodec*> CodecFor(uint32_t k, uint32_t m);
+  Status ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
+                        const std::vector<ServerId>& targets, const ClusterMap& map,
+                        uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                        std::span<std::byte> out);
+  Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
+                   const std::vector<ServerId>& targets, const ClusterMap& map,
+                   uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                   std::span<std::byte> out);
+
+  MetaClient* meta_;
+  Options options_;
+  ThreadPool pool_;
+
+  mutable std::mutex mu_;  // guards map_, clients_, codecs_
+  std::shared_ptr<const ClusterMap> map_;
+  std::map<std::string, std::shared_ptr<DataClient>> clients_;  // by address
+  std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCodec>> codecs_;
+
+  std::mutex refresh_mu_;  // serializes map fetches
+  std::atomic<bool> refresh_requested_{false};
+  std::atomic<uint64_t> degraded_reads_{0};
+  std::atomic<uint64_t> chunk_rpcs_{0};
+};
+
+}  // namespace aquifer::client

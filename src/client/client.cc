@@ -1,0 +1,386 @@
+// aquifer::Client: connection, session, namespace calls and path helpers. File I/O is in
+// file_io.cc.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "aquifer/client.h"
+#include "client/client_impl.h"
+#include "client/rpc/meta_client.h"
+#include "common/logging.h"
+
+namespace aquifer {
+
+namespace {
+constexpr std::chrono::milliseconds kMapRefreshPeriod{2000};
+constexpr std::chrono::milliseconds kBackgroundTick{200};
+
+Status CheckName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return InvalidArgument("bad name");
+  if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos) {
+    return InvalidArgument("name contains '/' or NUL");
+  }
+  return OkStatus();
+}
+}  // namespace
+
+Client::Impl::Impl(const ClientOptions& options) : options_(options) {}
+
+Client::Impl::~Impl() {
+  {
+    std::lock_guard lock(bg_mu_);
+    stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+  stripe_pool_.reset();  // read-ahead tasks use cache_ and io_
+  if (session_.load() != 0) {
+    Status s = meta_->CloseSession(session());
+    if (!s.ok()) Logger("client")->debug("close session failed status={}", s.ToString());
+  }
+}
+
+Status Client::Impl::Start() {
+  meta_ = client::NewGrpcMetaClient(options_.meta_address, options_.rpc_timeout);
+  client::ChunkIo::Options io_options;
+  io_options.chunk_timeout = options_.chunk_timeout;
+  io_options.write_timeout = options_.rpc_timeout;
+  io_options.io_threads = options_.io_threads;
+  io_ = std::make_unique<client::ChunkIo>(meta_.get(), io_options);
+  stripe_pool_ = std::make_unique<client::ThreadPool>(
+      std::max<unsigned>(2, options_.readahead_stripes + 2));
+  cache_ = std::make_unique<client::StripeCache>(options_.read_cache_bytes);
+
+  Result<client::SessionInfo> session = meta_->OpenSession(options_.client_name);
+  if (!session.ok()) return session.status().WithPrefix("open session");
+  session_.store(session->id.value());
+  lease_ttl_ = session->lease_ttl;
+  AQ_RETURN_IF_ERROR(io_->RefreshMap().WithPrefix("fetch cluster map"));
+  bg_ = std::thread([this] { BackgroundLoop(); });
+  return OkStatus();
+}
+
+void Client::Impl::BackgroundLoop() {
+  using Clock = std::chrono::steady_clock;
+  std::chrono::milliseconds keepalive_period =
+      lease_ttl_.count() > 0 ? lease_ttl_ / 3 : std::chrono::milliseconds(3000);
+  keepalive_period = std::max(keepalive_period, std::chrono::milliseconds(50));
+  auto next_keepalive = Clock::now() + keepalive_period;
+  auto next_refresh = Clock::now() + kMapRefreshPeriod;
+  std::unique_lock lock(bg_mu_);
+  while (!stop_) {
+    bg_cv_.wait_for(lock, std::min<std::chrono::milliseconds>(kBackgroundTick, keepalive_period),
+                    [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    const auto now = Clock::now();
+    if (now >= next_keepalive) {
+      next_keepalive = now + keepalive_period;
+      Status s = meta_->KeepAlive(session());
+      if (!s.ok() && s.code() != Code::kUnavailable) {
+        // The session expired (e.g. a metadata server restart lost it): open a new one.
+        Logger("client")->warn("keepalive failed status={}; reopening session", s.ToString());
+        Result<client::SessionInfo> fresh = meta_->OpenSession(options_.client_name);
+        if (fresh.ok()) session_.store(fresh->id.value());
+      }
+    }
+    if (now >= next_refresh) {
+      next_refresh = now + kMapRefreshPeriod;
+      io_->RequestRefresh();
+    }
+    io_->RefreshIfRequested();
+    lock.lock();
+  }
+}
+
+Attributes Client::Impl::Overlay(Attributes attr) {
+  std::lock_guard lock(registry_->mu);
+  auto [begin, end] = registry_->files.equal_range(attr.inode);
+  for (auto it = begin; it != end; ++it) {
+    OpenFile* f = it->second;
+    if (f->writable) {
+      if (f->dirty.load()) attr.size_bytes = f->local_size.load();
+    } else {
+      // Close-to-open: a read handle sees what the metadata server now says.
+      std::lock_guard view(f->view_mu);
+      f->view_size = attr.size_bytes;
+      f->view_version = attr.data_version;
+    }
+  }
+  return attr;
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.meta_address.empty()) return InvalidArgument("meta_address is required");
+  if (options.io_threads == 0) return InvalidArgument("io_threads must be > 0");
+  auto impl = std::make_unique<Impl>(options);
+  AQ_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+// --- namespace ---------------------------------------------------------------------------
+
+Result<Attributes> Client::Lookup(InodeId parent, std::string_view name, const Caller& caller) {
+  if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  Result<Attributes> attr = impl_->meta_->Lookup(parent, name, caller);
+  if (!attr.ok()) return attr;
+  return impl_->Overlay(std::move(*attr));
+}
+
+Result<Attributes> Client::GetAttr(InodeId inode) {
+  Result<Attributes> attr = impl_->meta_->GetAttr(inode);
+  if (!attr.ok()) return attr;
+  return impl_->Overlay(std::move(*attr));
+}
+
+Result<Attributes> Client::SetAttr(InodeId inode, const AttrChanges& changes,
+                                   const Caller& caller) {
+  if (changes.size_bytes) {
+    AQ_RETURN_IF_ERROR(impl_->TruncateInode(inode, *changes.size_bytes, caller));
+  }
+  AttrChanges rest = changes;
+  rest.size_bytes.reset();
+  if (rest.mode || rest.uid || rest.gid || rest.atime || rest.mtime || rest.atime_now ||
+      rest.mtime_now) {
+    Result<Attributes> attr = impl_->meta_->SetAttr(inode, rest, caller, impl_->session());
+    if (!attr.ok()) return attr;
+    return impl_->Overlay(std::move(*attr));
+  }
+  return GetAttr(inode);
+}
+
+Result<Attributes> Client::Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                                 const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(name));
+  return impl_->meta_->Mkdir(parent, name, (mode & ~S_IFMT) | S_IFDIR, caller);
+}
+
+Result<Attributes> Client::Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                                 uint64_t rdev, const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(name));
+  if ((mode & S_IFMT) == 0) mode |= S_IFREG;
+  Result<client::OpenReply> r = impl_->meta_->Create(parent, name, mode, rdev, /*exclusive=*/true,
+                                                     caller, SessionId(0), false);
+  if (!r.ok()) return r.status();
+  return r->attr;
+}
+
+Result<Attributes> Client::Symlink(InodeId parent, std::string_view name,
+                                   std::string_view target, const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(name));
+  if (target.empty() || target.size() > kMaxSymlinkBytes) {
+    return InvalidArgument("symlink target must be 1..4096 bytes");
+  }
+  return impl_->meta_->Symlink(parent, name, target, caller);
+}
+
+Result<Attributes> Client::Link(InodeId inode, InodeId new_parent, std::string_view new_name,
+                                const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(new_name));
+  Result<Attributes> attr = impl_->meta_->Link(inode, new_parent, new_name, caller);
+  if (!attr.ok()) return attr;
+  return impl_->Overlay(std::move(*attr));
+}
+
+Status Client::Unlink(InodeId parent, std::string_view name, const Caller& caller) {
+  if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  return impl_->meta_->Unlink(parent, name, caller);
+}
+
+Status Client::Rmdir(InodeId parent, std::string_view name, const Caller& caller) {
+  if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  return impl_->meta_->Rmdir(parent, name, caller);
+}
+
+Status Client::Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                      std::string_view new_name, uint32_t flags, const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(new_name));
+  if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  return impl_->meta_->Rename(parent, name, new_parent, new_name, flags, caller);
+}
+
+Result<std::string> Client::Readlink(InodeId inode) { return impl_->meta_->Readlink(inode); }
+
+Result<DirPage> Client::ReadDir(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
+                                const Caller& caller) {
+  Result<DirPage> page = impl_->meta_->ReadDir(dir, cookie, max_entries, plus, caller);
+  if (!page.ok() || !plus) return page;
+  for (DirEntry& e : page->entries) {
+    if (e.attr) e.attr = impl_->Overlay(std::move(*e.attr));
+  }
+  return page;
+}
+
+Result<std::string> Client::GetXattr(InodeId inode, std::string_view name,
+                                     const Caller& caller) {
+  return impl_->meta_->GetXattr(inode, name, caller);
+}
+
+Status Client::SetXattr(InodeId inode, std::string_view name, std::string_view value, int flags,
+                        const Caller& caller) {
+  return impl_->meta_->SetXattr(inode, name, value, flags, caller);
+}
+
+Result<std::vector<std::string>> Client::ListXattr(InodeId inode, const Caller& caller) {
+  return impl_->meta_->ListXattr(inode, caller);
+}
+
+Status Client::RemoveXattr(InodeId inode, std::string_view name, const Caller& caller) {
+  return impl_->meta_->RemoveXattr(inode, name, caller);
+}
+
+Result<FsStats> Client::StatFs() { return impl_->meta_->StatFs(); }
+
+// --- files ---------------------------------------------------------------------------------
+
+Result<Client::Opened> Client::Open(InodeId inode, int flags, const Caller& caller) {
+  Result<client::OpenReply> reply = impl_->OpenWithLeaseWait(inode, flags, caller);
+  if (!reply.ok()) return reply.status();
+  return impl_->OpenWith(std::move(*reply), flags);
+}
+
+Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uint32_t mode,
+                                      int flags, const Caller& caller) {
+  AQ_RETURN_IF_ERROR(CheckName(name));
+  const bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  mode = (mode & ~S_IFMT) | S_IFREG;
+  const auto deadline = std::chrono::steady_clock::now() + impl_->options_.lease_wait;
+  std::chrono::milliseconds backoff(10);
+  for (;;) {
+    Result<client::OpenReply> reply =
+        impl_->meta_->Create(parent, name, mode, 0, (flags & O_EXCL) != 0, caller,
+                             impl_->session(), writable);
+    if (reply.ok()) return impl_->OpenWith(std::move(*reply), flags);
+    if (reply.status().code() != Code::kWouldBlock ||
+        std::chrono::steady_clock::now() + backoff > deadline) {
+      return reply.status();
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
+Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out) {
+  return impl_->Read(file, offset_bytes, out);
+}
+
+Result<size_t> Client::Write(OpenFile& file, uint64_t offset_bytes,
+                             std::span<const std::byte> data) {
+  return impl_->Write(file, offset_bytes, data);
+}
+
+Status Client::Flush(OpenFile& file) {
+  if (!file.writable) return OkStatus();
+  std::lock_guard lock(file.mu);
+  return impl_->Commit(file, /*sync=*/false);
+}
+
+Status Client::Fsync(OpenFile& file, bool datasync) {
+  if (!file.writable) return OkStatus();
+  std::lock_guard lock(file.mu);
+  return impl_->Commit(file, /*sync=*/true);
+}
+
+Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
+                         uint64_t length_bytes) {
+  if (mode != 0) return Status(Code::kNotSupported, "fallocate mode other than 0");
+  if (!file.writable) return PermissionDenied("file not open for writing");
+  if (offset_bytes + length_bytes < offset_bytes) return InvalidArgument("range overflows");
+  std::lock_guard lock(file.mu);
+  if (offset_bytes + length_bytes > file.size) {
+    file.size = offset_bytes + length_bytes;
+    file.local_size.store(file.size);
+    file.dirty.store(true);
+  }
+  return OkStatus();
+}
+
+Status Client::Release(std::unique_ptr<OpenFile> file) {
+  return impl_->Release(std::move(file));
+}
+
+InodeId Client::InodeOf(const OpenFile& file) { return file.inode; }
+
+// --- locks ---------------------------------------------------------------------------------
+
+Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock,
+                       bool wait) {
+  std::chrono::milliseconds backoff(5);
+  for (;;) {
+    Status s = impl_->meta_->SetLock(inode, impl_->session(), owner, range, flock);
+    if (s.code() != Code::kWouldBlock || !wait) return s;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+}
+
+Result<LockRange> Client::GetLock(InodeId inode, uint64_t owner, const LockRange& range) {
+  return impl_->meta_->GetLock(inode, impl_->session(), owner, range);
+}
+
+// --- path helpers ----------------------------------------------------------------------------
+
+Result<Attributes> Client::Resolve(std::string_view path, const Caller& caller) {
+  if (path.empty() || path[0] != '/') return InvalidArgument("path must be absolute");
+  Result<Attributes> at = GetAttr(kRootInode);
+  size_t pos = 1;
+  while (at.ok() && pos < path.size()) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string_view::npos) slash = path.size();
+    std::string_view part = path.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (part.empty() || part == ".") continue;
+    at = Lookup(at->inode, part, caller);
+  }
+  return at;
+}
+
+Status Client::WriteFile(std::string_view path, std::string_view bytes, const Caller& caller) {
+  const size_t slash = path.rfind('/');
+  if (path.empty() || path[0] != '/' || slash == std::string_view::npos) {
+    return InvalidArgument("path must be absolute");
+  }
+  Result<Attributes> parent = Resolve(slash == 0 ? "/" : path.substr(0, slash), caller);
+  if (!parent.ok()) return parent.status();
+  Result<Opened> opened =
+      Create(parent->inode, path.substr(slash + 1), 0644, O_WRONLY | O_CREAT | O_TRUNC, caller);
+  if (!opened.ok()) return opened.status();
+  std::span<const std::byte> data(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
+  Result<size_t> written = Write(*opened->file, 0, data);
+  Status released = Release(std::move(opened->file));
+  if (!written.ok()) return written.status();
+  return released;
+}
+
+Result<std::string> Client::ReadFile(std::string_view path, const Caller& caller) {
+  Result<Attributes> attr = Resolve(path, caller);
+  if (!attr.ok()) return attr.status();
+  Result<Opened> opened = Open(attr->inode, O_RDONLY, caller);
+  if (!opened.ok()) return opened.status();
+  std::string out;
+  const size_t step = 4 * kMiB;
+  for (;;) {
+    const size_t at = out.size();
+    out.resize(at + step);
+    Result<size_t> n = Read(*opened->file, at,
+                            std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()) + at,
+                                                 step));
+    if (!n.ok()) {
+      Status ignored = Release(std::move(opened->file));
+      (void)ignored;
+      return n.status();
+    }
+    out.resize(at + *n);
+    if (*n < step) break;
+  }
+  AQ_RETURN_IF_ERROR(Release(std::move(opened->file)));
+  return out;
+}
+
+}  // namespace aquifer

@@ -1,0 +1,132 @@
+// Internals of aquifer::Client: the Impl behind the public API and the OpenFile handle.
+// Lock order: OpenFile::mu before OpenFile::view_mu; Registry::mu is never held while taking
+// another lock except OpenFile::view_mu. OpenFile::mu serializes one file's writes, flushes and
+// its writer's own reads and is held across chunk I/O by design (one writer per file); no lock
+// of the Impl is held across an RPC.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "aquifer/client.h"
+#include "client/chunk_io.h"
+#include "client/rpc/meta_client.h"
+#include "client/stripe_cache.h"
+#include "client/thread_pool.h"
+
+namespace aquifer {
+
+// Buffered, unwritten bytes of one stripe. `bytes` covers [0, bytes.size()) of the stripe;
+// only the `extents` (sorted, disjoint, merged) hold written data.
+struct StripeBuffer {
+  std::vector<std::byte> bytes;
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // [begin, end) inside the stripe
+  void Add(uint64_t begin, uint64_t end);
+  bool Covers(uint64_t begin, uint64_t end) const;
+};
+
+// Open handles of this client, by inode, and the dirty-byte total. Shared by OpenFiles so a
+// handle may outlive the Client without dangling.
+struct Registry {
+  std::mutex mu;  // guards files
+  std::multimap<InodeId, OpenFile*> files;
+  std::atomic<uint64_t> dirty_bytes{0};
+};
+
+}  // namespace aquifer
+
+namespace aquifer {
+
+class OpenFile {
+ public:
+  OpenFile() = default;
+  ~OpenFile();
+
+  InodeId inode;
+  int flags = 0;
+  bool writable = false;
+  Layout layout;
+  std::shared_ptr<Registry> registry;
+
+  // Read view (size, version bound) of a read-only handle, refreshed by GetAttr.
+  std::mutex view_mu;  // guards view_size, view_version
+  uint64_t view_size = 0;
+  uint64_t view_version = 0;
+
+  std::mutex mu;  // guards everything below; held across chunk I/O of writes
+  uint64_t write_version = 0;      // version of chunks this writer writes until it commits
+  uint64_t committed_version = 0;  // the file's committed data_version
+  uint64_t size = 0;               // local size, bytes (committed + buffered writes)
+  std::atomic<uint64_t> local_size{0};  // mirror of size, read without mu by GetAttr
+  std::atomic<bool> dirty{false};       // size or data changed since the last commit
+  uint64_t stored_size = 0;        // the size stored stripes not in written_len are laid out for
+  std::map<uint64_t, uint64_t> written_len;  // stripe -> length written at write_version
+  std::map<uint64_t, StripeBuffer> buffers;  // stripe -> buffered bytes
+  uint64_t buffered_bytes = 0;     // sum of buffers' sizes (counted in registry->dirty_bytes)
+  std::deque<std::pair<uint64_t, std::future<Status>>> inflight;  // full stripes being written
+  Status sticky_error;             // first failure of an asynchronous stripe write
+  Timestamp mtime;
+
+  // Sequential-read detection.
+  std::mutex seq_mu;  // guards next_offset, sequential
+  uint64_t next_offset = 0;
+  uint32_t sequential = 0;
+};
+
+class Client::Impl {
+ public:
+  explicit Impl(const ClientOptions& options);
+  ~Impl();
+
+  Status Start();
+
+  ClientOptions options_;
+  std::unique_ptr<client::MetaClient> meta_;
+  std::unique_ptr<client::ChunkIo> io_;
+  std::unique_ptr<client::ThreadPool> stripe_pool_;  // read-ahead and asynchronous stripe writes
+  std::unique_ptr<client::StripeCache> cache_;
+  std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
+
+  std::atomic<uint64_t> session_{0};
+  std::chrono::milliseconds lease_ttl_{0};
+
+  // Background thread: KeepAlive every ttl/3, cluster-map refresh every 2 s or when requested.
+  std::mutex bg_mu_;  // guards stop_
+  std::condition_variable bg_cv_;
+  bool stop_ = false;
+  std::thread bg_;
+  void BackgroundLoop();
+
+  SessionId session() const { return SessionId(session_.load()); }
+
+  // File I/O (file_io.cc).
+  Result<Opened> OpenWith(client::OpenReply reply, int flags);
+  Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);
+  Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data);
+  Status Commit(OpenFile& f, bool sync);  // f.mu held
+  Status Truncate(OpenFile& f, uint64_t new_size);  // f.mu held
+  Status Release(std::unique_ptr<OpenFile> f);
+  Status TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller);
+  Result<client::OpenReply> OpenWithLeaseWait(InodeId inode, int flags, const Caller& caller);
+  Attributes Overlay(Attributes attr);  // local size of dirty writers; refreshes read views
+
+ private:
+  uint64_t StoredLen(const OpenFile& f, uint64_t stripe) const;
+  Status FlushStripe(OpenFile& f, uint64_t stripe, bool sync);
+  Status DrainInflight(OpenFile& f);
+  Status FlushBuffers(OpenFile& f, bool sync);
+  void ReleaseBufferBytes(OpenFile& f, uint64_t bytes);
+  Result<client::StripeBytes> CachedStripe(const OpenFile& f, uint64_t stripe,
+                                           uint64_t stripe_len, uint64_t version);
+  void Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len, uint64_t version);
+};
+
+}  // namespace aquifer

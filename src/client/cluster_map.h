@@ -1,0 +1,42 @@
+// The client's copy of the cluster map: data servers (address, up/down) and the placement-group
+// tables, as fetched from aquifer-meta's GetClusterMap. Plain data plus lookups; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "aquifer/client.h"
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+
+namespace aquifer::client {
+
+struct ServerEntry {
+  ServerId id;
+  std::string address;          // host:port of the data server
+  std::string failure_domain;
+  bool up = false;              // the metadata server hears its heartbeats
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+struct ClusterMap {
+  uint64_t version = 0;
+  std::map<ServerId, ServerEntry> servers;
+  // width (k + m) -> placement groups, each an ordered list of width target server ids.
+  std::map<uint32_t, std::vector<std::vector<ServerId>>> pg_tables;
+  uint32_t default_k = 0;
+  uint32_t default_m = 0;
+  uint32_t default_unit_bytes = 0;
+
+  // The k + m targets of stripe `stripe` of a file with `layout`, position i at index i.
+  // Errors: kUnavailable when the map has no table of width k + m (or a PG of the wrong width).
+  Result<std::vector<ServerId>> TargetsOf(const Layout& layout, uint64_t stripe) const;
+
+  // The server's entry, or nullptr when unknown.
+  const ServerEntry* Find(ServerId id) const;
+};
+
+}  // namespace aquifer::client

@@ -1,0 +1,497 @@
+// File I/O of aquifer::Client: write buffers, stripe flushes, commits, truncate, reads with
+// read-ahead. See docs/design.md for the rules this follows.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "client/client_impl.h"
+#include "client/striping.h"
+#include "common/logging.h"
+
+namespace aquifer {
+
+using client::StripeBytes;
+using client::StripeKey;
+
+namespace {
+// Full stripes of one file being written at once, asynchronously.
+constexpr size_t kMaxInflightStripes = 4;
+
+Timestamp Now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return Timestamp{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
+}
+}  // namespace
+
+// --- StripeBuffer -----------------------------------------------------------------------------
+
+void StripeBuffer::Add(uint64_t begin, uint64_t end) {
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  merged.reserve(extents.size() + 1);
+  bool placed = false;
+  for (const auto& e : extents) {
+    if (e.second < begin) {
+      merged.push_back(e);
+    } else if (end < e.first) {
+      if (!placed) merged.emplace_back(begin, end), placed = true;
+      merged.push_back(e);
+    } else {
+      begin = std::min(begin, e.first);
+      end = std::max(end, e.second);
+    }
+  }
+  if (!placed) merged.emplace_back(begin, end);
+  std::sort(merged.begin(), merged.end());
+  extents = std::move(merged);
+}
+
+bool StripeBuffer::Covers(uint64_t begin, uint64_t end) const {
+  if (begin >= end) return true;
+  for (const auto& e : extents) {
+    if (e.first <= begin && e.second >= end) return true;
+  }
+  return false;
+}
+
+// --- OpenFile -----------------------------------------------------------------------------------
+
+OpenFile::~OpenFile() {
+  for (auto& [stripe, future] : inflight) {
+    if (future.valid()) future.wait();
+  }
+  if (registry) {
+    registry->dirty_bytes.fetch_sub(buffered_bytes);
+    std::lock_guard lock(registry->mu);
+    auto [begin, end] = registry->files.equal_range(inode);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second == this) {
+        registry->files.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+// --- open / release ---------------------------------------------------------------------------
+
+Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(InodeId inode, int flags,
+                                                          const Caller& caller) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
+  std::chrono::milliseconds backoff(10);
+  for (;;) {
+    Result<client::OpenReply> reply = meta_->Open(inode, flags, session(), caller);
+    if (reply.ok() || reply.status().code() != Code::kWouldBlock ||
+        std::chrono::steady_clock::now() + backoff > deadline) {
+      return reply;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
+Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags) {
+  auto file = std::make_unique<OpenFile>();
+  file->inode = reply.attr.inode;
+  file->flags = flags;
+  file->writable = (flags & O_ACCMODE) != O_RDONLY;
+  file->layout = reply.attr.layout;
+  file->view_size = reply.attr.size_bytes;
+  file->view_version = reply.attr.data_version;
+  file->write_version = reply.write_version;
+  file->committed_version = reply.attr.data_version;
+  file->size = reply.attr.size_bytes;
+  file->local_size.store(file->size);
+  file->stored_size = reply.attr.size_bytes;
+  file->mtime = reply.attr.mtime;
+  file->registry = registry_;
+  const bool regular = (reply.attr.mode & S_IFMT) == S_IFREG;
+  if (regular) {
+    Status valid = client::ValidateLayout(file->layout);
+    if (!valid.ok()) return valid.WithPrefix("inode " + file->inode.ToString());
+  }
+  if (file->writable && regular && file->write_version == 0) {
+    return Internal("metadata server gave no write_version for a write open");
+  }
+  {
+    std::lock_guard lock(registry_->mu);
+    registry_->files.emplace(file->inode, file.get());
+  }
+  if (file->writable && regular && (flags & O_TRUNC)) {
+    std::lock_guard lock(file->mu);
+    if (file->size > 0) {
+      AQ_RETURN_IF_ERROR(Truncate(*file, 0));
+    } else if (file->committed_version > 0) {
+      // The metadata server truncated: drop old chunks now rather than at its next GC round,
+      // so a later hole never reads them.
+      io_->DeleteFrom(file->inode, 0, file->committed_version);
+    }
+  }
+  Opened opened;
+  opened.attr = reply.attr;
+  opened.attr.size_bytes = file->size;
+  opened.file = std::move(file);
+  return opened;
+}
+
+Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
+  Status result;
+  if (f->writable) {
+    std::lock_guard lock(f->mu);
+    result = Commit(*f, /*sync=*/false);
+  }
+  Status released = meta_->Release(f->inode, session(), f->writable);
+  if (result.ok()) result = released;
+  f.reset();
+  return result;
+}
+
+// --- writes -------------------------------------------------------------------------------------
+
+uint64_t Client::Impl::StoredLen(const OpenFile& f, uint64_t stripe) const {
+  auto it = f.written_len.find(stripe);
+  if (it != f.written_len.end()) return it->second;
+  return client::StripeLength(f.layout, f.stored_size, stripe);
+}
+
+void Client::Impl::ReleaseBufferBytes(OpenFile& f, uint64_t bytes) {
+  f.buffered_bytes -= bytes;
+  registry_->dirty_bytes.fetch_sub(bytes);
+}
+
+Status Client::Impl::DrainInflight(OpenFile& f) {
+  while (!f.inflight.empty()) {
+    Status s = f.inflight.front().second.get();
+    f.inflight.pop_front();
+    if (!s.ok() && f.sticky_error.ok()) f.sticky_error = s;
+  }
+  return f.sticky_error;
+}
+
+// Writes stripe `stripe` from its buffer (read-modify-write when the buffer does not cover the
+// stripe's new length), at the writer's version, with the length the local size gives it.
+Status Client::Impl::FlushStripe(OpenFile& f, uint64_t stripe, bool sync) {
+  const Layout& layout = f.layout;
+  const uint64_t new_len = client::StripeLength(layout, f.size, stripe);
+  auto it = f.buffers.find(stripe);
+  std::vector<std::byte> bytes;
+  if (new_len > 0) {
+    if (it != f.buffers.end() && it->second.Covers(0, new_len)) {
+      bytes.assign(it->second.bytes.begin(), it->second.bytes.begin() + new_len);
+    } else {
+      bytes.assign(new_len, std::byte{0});
+      const uint64_t stored = StoredLen(f, stripe);
+      if (stored > 0) {
+        AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, stored, f.write_version, 0,
+                                           std::span<std::byte>(bytes.data(),
+                                                                std::min(stored, new_len))));
+      }
+      if (it != f.buffers.end()) {
+        for (const auto& [b, e] : it->second.extents) {
+          if (b >= new_len) continue;
+          const uint64_t end = std::min(e, new_len);
+          std::memcpy(bytes.data() + b, it->second.bytes.data() + b, end - b);
+        }
+      }
+    }
+    cache_->Invalidate(f.inode, stripe);
+    AQ_RETURN_IF_ERROR(io_->WriteStripe(f.inode, layout, stripe, bytes, f.write_version,
+                                        f.committed_version, sync));
+    f.written_len[stripe] = new_len;
+  }
+  if (it != f.buffers.end()) {
+    ReleaseBufferBytes(f, it->second.bytes.size());
+    f.buffers.erase(it);
+  }
+  return OkStatus();
+}
+
+Status Client::Impl::FlushBuffers(OpenFile& f, bool sync) {
+  AQ_RETURN_IF_ERROR(DrainInflight(f));
+  while (!f.buffers.empty()) {
+    AQ_RETURN_IF_ERROR(FlushStripe(f, f.buffers.begin()->first, sync));
+  }
+  return OkStatus();
+}
+
+Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
+                                   std::span<const std::byte> data) {
+  if (!f.writable) return PermissionDenied("file not open for writing");
+  std::lock_guard lock(f.mu);
+  if (!f.sticky_error.ok()) return f.sticky_error;
+  if (f.flags & O_APPEND) offset = f.size;
+  if (offset + data.size() < offset) return InvalidArgument("offset + size overflows");
+  if (data.empty()) return size_t{0};
+  const Layout& layout = f.layout;
+  const uint64_t sb = layout.stripe_bytes();
+  uint64_t done = 0;
+  while (done < data.size()) {
+    const uint64_t at = offset + done;
+    const client::StripeOffset loc = client::LocateStripe(layout, at);
+    const uint64_t n = std::min<uint64_t>(data.size() - done, sb - loc.offset_in_stripe_bytes);
+    const uint64_t b = loc.offset_in_stripe_bytes, e = b + n;
+    // A stripe still being written asynchronously must land before it is buffered again.
+    for (const auto& [s, fut] : f.inflight) {
+      if (s == loc.stripe) {
+        AQ_RETURN_IF_ERROR(DrainInflight(f));
+        break;
+      }
+    }
+    StripeBuffer& buf = f.buffers[loc.stripe];
+    if (buf.bytes.size() < e) {
+      const uint64_t grow = e - buf.bytes.size();
+      buf.bytes.resize(e);
+      f.buffered_bytes += grow;
+      registry_->dirty_bytes.fetch_add(grow);
+    }
+    std::memcpy(buf.bytes.data() + b, data.data() + done, n);
+    buf.Add(b, e);
+    done += n;
+    if (at + n > f.size) f.size = at + n;
+    if (buf.Covers(0, sb)) {
+      // A full stripe: encode and write it in the background, keeping a few in flight.
+      auto bytes = std::make_shared<std::vector<std::byte>>(std::move(buf.bytes));
+      const uint64_t stripe = loc.stripe;
+      f.buffers.erase(stripe);
+      cache_->Invalidate(f.inode, stripe);
+      f.written_len[stripe] = sb;
+      while (f.inflight.size() >= kMaxInflightStripes) {
+        Status s = f.inflight.front().second.get();
+        f.inflight.pop_front();
+        if (!s.ok() && f.sticky_error.ok()) f.sticky_error = s;
+      }
+      if (!f.sticky_error.ok()) return f.sticky_error;
+      OpenFile* file = &f;
+      auto registry = registry_;
+      const uint64_t version = f.write_version, committed = f.committed_version;
+      f.inflight.emplace_back(stripe, stripe_pool_->Submit([this, file, registry, bytes, stripe,
+                                                            version, committed] {
+        Status s = io_->WriteStripe(file->inode, file->layout, stripe, *bytes, version,
+                                    committed, /*sync=*/false);
+        // The buffer's bytes stop counting once written (f.mu is held by whoever waits on us,
+        // so only the atomic total is touched here).
+        registry->dirty_bytes.fetch_sub(bytes->size());
+        return s;
+      }));
+      f.buffered_bytes -= bytes->size();
+    }
+  }
+  f.local_size.store(f.size);
+  f.dirty.store(true);
+  f.mtime = Now();
+  if (f.buffered_bytes > options_.max_dirty_bytes_per_file ||
+      registry_->dirty_bytes.load() > options_.max_dirty_bytes_total) {
+    AQ_RETURN_IF_ERROR(FlushBuffers(f, /*sync=*/false));
+  }
+  return static_cast<size_t>(data.size());
+}
+
+Status Client::Impl::Commit(OpenFile& f, bool sync) {
+  AQ_RETURN_IF_ERROR(FlushBuffers(f, sync));
+  if (!f.dirty.load()) return OkStatus();
+  // A stripe stored with fewer than unit_bytes (replicated copies) that the new size makes
+  // erasure coded must be rewritten as data + parity chunks before the size is committed.
+  std::vector<uint64_t> candidates;
+  for (const auto& [stripe, len] : f.written_len) candidates.push_back(stripe);
+  if (f.stored_size > 0) candidates.push_back((f.stored_size - 1) / f.layout.stripe_bytes());
+  for (uint64_t stripe : candidates) {
+    const uint64_t stored = StoredLen(f, stripe);
+    const uint64_t want = client::StripeLength(f.layout, f.size, stripe);
+    if (stored > 0 && client::IsReplicated(f.layout, stored) &&
+        !client::IsReplicated(f.layout, want)) {
+      AQ_RETURN_IF_ERROR(FlushStripe(f, stripe, sync));
+    }
+  }
+  Result<client::CommitReply> reply =
+      meta_->Commit(f.inode, session(), f.size, f.mtime, f.write_version, sync);
+  if (!reply.ok()) return reply.status().WithPrefix("commit");
+  f.committed_version = f.write_version;
+  if (reply->next_write_version > f.write_version) f.write_version = reply->next_write_version;
+  f.stored_size = f.size;
+  f.written_len.clear();
+  f.dirty.store(false);
+  {
+    std::lock_guard view(f.view_mu);
+    f.view_size = f.size;
+    f.view_version = f.committed_version;
+  }
+  return OkStatus();
+}
+
+Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
+  AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
+  const Layout& layout = f.layout;
+  const uint64_t sb = layout.stripe_bytes();
+  const uint64_t old_size = f.size;
+  const uint64_t old_version = f.write_version;
+  if (new_size < old_size && new_size % sb != 0) {
+    // Rewrite the stripe the new end falls in, so bytes past the new end read as zeros later.
+    const uint64_t stripe = new_size / sb;
+    const uint64_t new_len = new_size - stripe * sb;
+    std::vector<std::byte> bytes(new_len);
+    AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, StoredLen(f, stripe),
+                                       f.write_version, 0, bytes));
+    cache_->Invalidate(f.inode, stripe);
+    AQ_RETURN_IF_ERROR(io_->WriteStripe(f.inode, layout, stripe, bytes, f.write_version,
+                                        f.committed_version, /*sync=*/false));
+    f.written_len[stripe] = new_len;
+  }
+  f.size = new_size;
+  f.local_size.store(new_size);
+  f.dirty.store(true);
+  f.mtime = Now();
+  AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
+  // The metadata server records the size and schedules garbage collection of whole stripes past
+  // the end; the client also deletes them now so a later extension reads zeros at once.
+  AttrChanges size_change;
+  size_change.size_bytes = new_size;
+  Result<Attributes> attr = meta_->SetAttr(f.inode, size_change, Caller{}, session());
+  if (!attr.ok()) return attr.status().WithPrefix("set size");
+  if (new_size < old_size) {
+    const uint64_t from_stripe = (new_size + sb - 1) / sb;
+    for (uint64_t s = from_stripe; s * sb < old_size; ++s) cache_->Invalidate(f.inode, s);
+    io_->DeleteFrom(f.inode, from_stripe, old_version);
+  }
+  return OkStatus();
+}
+
+Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller) {
+  OpenFile* writer = nullptr;
+  {
+    std::lock_guard lock(registry_->mu);
+    auto [begin, end] = registry_->files.equal_range(inode);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second->writable) writer = it->second;
+    }
+  }
+  if (writer != nullptr) {
+    std::lock_guard lock(writer->mu);
+    return Truncate(*writer, new_size);
+  }
+  Result<client::OpenReply> reply = OpenWithLeaseWait(inode, O_WRONLY, caller);
+  if (!reply.ok()) return reply.status();
+  Result<Opened> opened = OpenWith(std::move(*reply), O_WRONLY);
+  if (!opened.ok()) return opened.status();
+  Status s;
+  {
+    std::lock_guard lock(opened->file->mu);
+    s = Truncate(*opened->file, new_size);
+  }
+  Status released = Release(std::move(opened->file));
+  return s.ok() ? released : s;
+}
+
+// --- reads --------------------------------------------------------------------------------------
+
+Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, uint64_t stripe,
+                                               uint64_t stripe_len, uint64_t version) {
+  const StripeKey key{f.inode, stripe, version, stripe_len};
+  if (StripeBytes hit = cache_->Get(key)) return hit;
+  auto bytes = std::make_shared<std::vector<std::byte>>(stripe_len);
+  AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, f.layout, stripe, stripe_len, version, 0, *bytes));
+  StripeBytes result = bytes;
+  cache_->Put(key, result);
+  return result;
+}
+
+void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len,
+                            uint64_t version) {
+  const StripeKey key{f.inode, stripe, version, stripe_len};
+  if (cache_->Get(key) || !cache_->BeginFetch(key)) return;
+  InodeId inode = f.inode;
+  Layout layout = f.layout;
+  stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version] {
+    auto bytes = std::make_shared<std::vector<std::byte>>(stripe_len);
+    Status s = io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *bytes);
+    if (s.ok()) cache_->Put(key, std::move(bytes));
+    cache_->EndFetch(key);
+    return 0;
+  });
+}
+
+Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::byte> out) {
+  const Layout& layout = f.layout;
+  const uint64_t sb = layout.stripe_bytes();
+  if (f.writable) {
+    // The writer sees its own buffered and in-flight data: serialize with its writes.
+    std::lock_guard lock(f.mu);
+    AQ_RETURN_IF_ERROR(DrainInflight(f));
+    if (offset >= f.size) return size_t{0};
+    const uint64_t n = std::min<uint64_t>(out.size(), f.size - offset);
+    uint64_t done = 0;
+    while (done < n) {
+      const client::StripeOffset loc = client::LocateStripe(layout, offset + done);
+      const uint64_t len = std::min<uint64_t>(n - done, sb - loc.offset_in_stripe_bytes);
+      const uint64_t b = loc.offset_in_stripe_bytes, e = b + len;
+      std::span<std::byte> piece = out.subspan(done, len);
+      auto it = f.buffers.find(loc.stripe);
+      if (it == f.buffers.end() || !it->second.Covers(b, e)) {
+        AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, loc.stripe, StoredLen(f, loc.stripe),
+                                           f.write_version, b, piece));
+      }
+      if (it != f.buffers.end()) {
+        for (const auto& [xb, xe] : it->second.extents) {
+          const uint64_t ob = std::max(xb, b), oe = std::min(xe, e);
+          if (ob < oe) std::memcpy(piece.data() + (ob - b), it->second.bytes.data() + ob, oe - ob);
+        }
+      }
+      done += len;
+    }
+    return static_cast<size_t>(n);
+  }
+
+  uint64_t size, version;
+  {
+    std::lock_guard view(f.view_mu);
+    size = f.view_size;
+    version = f.view_version;
+  }
+  if (offset >= size) return size_t{0};
+  const uint64_t n = std::min<uint64_t>(out.size(), size - offset);
+  bool sequential;
+  {
+    std::lock_guard seq(f.seq_mu);
+    f.sequential = (offset == f.next_offset && offset != 0) ? f.sequential + 1 : 0;
+    f.next_offset = offset + n;
+    sequential = f.sequential > 0 || n >= sb;
+  }
+  uint64_t done = 0;
+  uint64_t last_stripe = 0;
+  while (done < n) {
+    const client::StripeOffset loc = client::LocateStripe(layout, offset + done);
+    const uint64_t len = std::min<uint64_t>(n - done, sb - loc.offset_in_stripe_bytes);
+    const uint64_t b = loc.offset_in_stripe_bytes;
+    const uint64_t stripe_len = client::StripeLength(layout, size, loc.stripe);
+    std::span<std::byte> piece = out.subspan(done, len);
+    last_stripe = loc.stripe;
+    const StripeKey key{f.inode, loc.stripe, version, stripe_len};
+    StripeBytes cached = cache_->Get(key);
+    if (!cached && sequential) {
+      Result<StripeBytes> fetched = CachedStripe(f, loc.stripe, stripe_len, version);
+      if (!fetched.ok()) return fetched.status();
+      cached = *fetched;
+    }
+    if (cached) {
+      std::memset(piece.data(), 0, piece.size());
+      if (b < cached->size()) {
+        std::memcpy(piece.data(), cached->data() + b, std::min<uint64_t>(len, cached->size() - b));
+      }
+    } else {
+      AQ_RETURN_IF_ERROR(
+          io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece));
+    }
+    done += len;
+  }
+  if (sequential) {
+    const uint64_t stripes = client::StripeCount(layout, size);
+    for (uint64_t s = last_stripe + 1; s <= last_stripe + options_.readahead_stripes && s < stripes;
+         ++s) {
+      Prefetch(f, s, client::StripeLength(layout, size, s), version);
+    }
+  }
+  return static_cast<size_t>(n);
+}
+
+}  // namespace aquifer

@@ -1,0 +1,104 @@
+// gRPC implementation of DataClient. The only file of the client library that sees data.proto.
+#include "client/rpc/data_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "aquifer/units.h"
+#include "data.grpc.pb.h"
+
+namespace aquifer::client {
+namespace {
+
+namespace pb = ::aquifer::rpc;
+
+Status FromRpc(const grpc::Status& transport, const pb::RpcStatus& status,
+               const std::string& address) {
+  if (!transport.ok()) {
+    return Unavailable("data server " + address + ": " + transport.error_message());
+  }
+  if (status.code() == 0) return OkStatus();
+  return Status(CodeFromInt(status.code()), status.message());
+}
+
+// gRPC deadlines take the system clock; the library measures time on the steady clock.
+std::chrono::system_clock::time_point ToSystem(std::chrono::steady_clock::time_point deadline) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             deadline - std::chrono::steady_clock::now());
+}
+
+void ToPb(const ChunkId& id, pb::ChunkKey* key) {
+  key->set_ino(id.inode.value());
+  key->set_stripe(id.stripe);
+  key->set_position(id.position);
+}
+
+class GrpcDataClient final : public DataClient {
+ public:
+  explicit GrpcDataClient(const std::string& address) : address_(address) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+    args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    stub_ = pb::DataService::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
+                    std::span<const std::byte> data, bool sync,
+                    std::chrono::steady_clock::time_point deadline) override {
+    pb::WriteChunkRequest req;
+    ToPb(id, req.mutable_key());
+    req.set_version(version);
+    req.set_committed_version(committed_version);
+    req.set_data(reinterpret_cast<const char*>(data.data()), data.size());
+    req.set_sync(sync);
+    pb::WriteChunkResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToSystem(deadline));
+    return FromRpc(stub_->WriteChunk(&ctx, req, &resp), resp.status(), address_);
+  }
+
+  Result<ChunkData> ReadChunk(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
+                              uint64_t length_bytes,
+                              std::chrono::steady_clock::time_point deadline) override {
+    pb::ReadChunkRequest req;
+    ToPb(id, req.mutable_key());
+    req.set_max_version(max_version);
+    req.set_offset(offset_bytes);
+    req.set_length(length_bytes);
+    pb::ReadChunkResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToSystem(deadline));
+    Status s = FromRpc(stub_->ReadChunk(&ctx, req, &resp), resp.status(), address_);
+    if (!s.ok()) return s;
+    return ChunkData{resp.version(), resp.chunk_length(), std::move(*resp.mutable_data())};
+  }
+
+  Status DeleteChunks(InodeId inode, uint64_t from_stripe, uint64_t max_version,
+                      std::chrono::steady_clock::time_point deadline) override {
+    pb::DeleteChunksRequest req;
+    pb::DeleteRange* range = req.add_ranges();
+    range->set_ino(inode.value());
+    range->set_from_stripe(from_stripe);
+    range->set_max_version(max_version);
+    pb::DeleteChunksResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToSystem(deadline));
+    return FromRpc(stub_->DeleteChunks(&ctx, req, &resp), resp.status(), address_);
+  }
+
+ private:
+  std::string address_;
+  std::unique_ptr<pb::DataService::Stub> stub_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address) {
+  return std::make_unique<GrpcDataClient>(address);
+}
+
+}  // namespace aquifer::client

@@ -1,0 +1,448 @@
+// gRPC implementation of MetaClient. The only file of the client library that sees meta.proto.
+#include "client/rpc/meta_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "aquifer/units.h"
+#include "meta.grpc.pb.h"
+
+namespace aquifer::client {
+namespace {
+
+namespace pb = ::aquifer::rpc;
+
+Status FromRpc(const grpc::Status& transport, const pb::RpcStatus& status) {
+  if (!transport.ok()) {
+    return Unavailable("metadata server: " + transport.error_message());
+  }
+  if (status.code() == 0) return OkStatus();
+  return Status(CodeFromInt(status.code()), status.message());
+}
+
+void ToPb(const Caller& c, pb::Caller* out) {
+  out->set_uid(c.uid);
+  out->set_gid(c.gid);
+  for (uint32_t g : c.groups) out->add_groups(g);
+  out->set_pid(c.pid);
+}
+
+Timestamp FromPb(const pb::Timespec& t) { return Timestamp{t.sec(), t.nsec()}; }
+void ToPb(const Timestamp& t, pb::Timespec* out) {
+  out->set_sec(t.sec);
+  out->set_nsec(t.nsec);
+}
+
+Attributes FromPb(const pb::Attr& a) {
+  Attributes out;
+  out.inode = InodeId(a.ino());
+  out.generation = a.generation();
+  out.mode = a.mode();
+  out.nlink = a.nlink();
+  out.uid = a.uid();
+  out.gid = a.gid();
+  out.size_bytes = a.size();
+  out.rdev = a.rdev();
+  out.blocks = a.blocks();
+  out.atime = FromPb(a.atime());
+  out.mtime = FromPb(a.mtime());
+  out.ctime = FromPb(a.ctime());
+  out.layout.k = a.layout().k();
+  out.layout.m = a.layout().m();
+  out.layout.unit_bytes = a.layout().unit_bytes();
+  out.layout.pg_start = a.layout().pg_start();
+  out.layout.pg_count = a.layout().pg_count();
+  out.data_version = a.data_version();
+  return out;
+}
+
+class GrpcMetaClient final : public MetaClient {
+ public:
+  GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout)
+      : timeout_(timeout) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+    args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+    // Reconnect quickly after a metadata server restart.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    stub_ = pb::MetaService::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& c) override {
+    pb::LookupRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    ToPb(c, req.mutable_caller());
+    return AttrCall(&pb::MetaService::Stub::Lookup, req);
+  }
+
+  Result<Attributes> GetAttr(InodeId inode) override {
+    pb::GetAttrRequest req;
+    req.set_ino(inode.value());
+    return AttrCall(&pb::MetaService::Stub::GetAttr, req);
+  }
+
+  Result<Attributes> SetAttr(InodeId inode, const AttrChanges& ch, const Caller& c,
+                             SessionId session) override {
+    pb::SetAttrRequest req;
+    req.set_ino(inode.value());
+    uint32_t valid = 0;
+    if (ch.mode) { valid |= pb::SETATTR_MODE; req.set_mode(*ch.mode); }
+    if (ch.uid) { valid |= pb::SETATTR_UID; req.set_uid(*ch.uid); }
+    if (ch.gid) { valid |= pb::SETATTR_GID; req.set_gid(*ch.gid); }
+    if (ch.size_bytes) { valid |= pb::SETATTR_SIZE; req.set_size(*ch.size_bytes); }
+    if (ch.atime) { valid |= pb::SETATTR_ATIME; ToPb(*ch.atime, req.mutable_atime()); }
+    if (ch.mtime) { valid |= pb::SETATTR_MTIME; ToPb(*ch.mtime, req.mutable_mtime()); }
+    if (ch.atime_now) valid |= pb::SETATTR_ATIME_NOW;
+    if (ch.mtime_now) valid |= pb::SETATTR_MTIME_NOW;
+    req.set_valid(valid);
+    ToPb(c, req.mutable_caller());
+    req.set_session(session.value());
+    return AttrCall(&pb::MetaService::Stub::SetAttr, req);
+  }
+
+  Result<OpenReply> Create(InodeId parent, std::string_view name, uint32_t mode, uint64_t rdev,
+                           bool exclusive, const Caller& c, SessionId session,
+                           bool open_for_write) override {
+    pb::CreateRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    req.set_mode(mode);
+    req.set_rdev(rdev);
+    req.set_exclusive(exclusive);
+    ToPb(c, req.mutable_caller());
+    req.set_session(session.value());
+    req.set_open_for_write(open_for_write);
+    pb::CreateResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->Create(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return OpenReply{FromPb(resp.attr()), resp.write_version()};
+  }
+
+  Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                           const Caller& c) override {
+    pb::MkdirRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    req.set_mode(mode);
+    ToPb(c, req.mutable_caller());
+    return AttrCall(&pb::MetaService::Stub::Mkdir, req);
+  }
+
+  Result<Attributes> Symlink(InodeId parent, std::string_view name, std::string_view target,
+                             const Caller& c) override {
+    pb::SymlinkRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    req.set_target(std::string(target));
+    ToPb(c, req.mutable_caller());
+    return AttrCall(&pb::MetaService::Stub::Symlink, req);
+  }
+
+  Result<Attributes> Link(InodeId inode, InodeId new_parent, std::string_view new_name,
+                          const Caller& c) override {
+    pb::LinkRequest req;
+    req.set_ino(inode.value());
+    req.set_new_parent(new_parent.value());
+    req.set_new_name(std::string(new_name));
+    ToPb(c, req.mutable_caller());
+    return AttrCall(&pb::MetaService::Stub::Link, req);
+  }
+
+  Status Unlink(InodeId parent, std::string_view name, const Caller& c) override {
+    return Remove(&pb::MetaService::Stub::Unlink, parent, name, c);
+  }
+  Status Rmdir(InodeId parent, std::string_view name, const Caller& c) override {
+    return Remove(&pb::MetaService::Stub::Rmdir, parent, name, c);
+  }
+
+  Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                std::string_view new_name, uint32_t flags, const Caller& c) override {
+    pb::RenameRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    req.set_new_parent(new_parent.value());
+    req.set_new_name(std::string(new_name));
+    req.set_flags(flags);
+    ToPb(c, req.mutable_caller());
+    pb::StatusResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc(stub_->Rename(&ctx, req, &resp), resp.status());
+  }
+
+  Result<std::string> Readlink(InodeId inode) override {
+    pb::ReadlinkRequest req;
+    req.set_ino(inode.value());
+    pb::ReadlinkResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->Readlink(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return std::move(*resp.mutable_target());
+  }
+
+  Result<DirPage> ReadDir(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
+                          const Caller& c) override {
+    pb::ReadDirRequest req;
+    req.set_ino(dir.value());
+    req.set_cookie(cookie);
+    req.set_max_entries(max_entries);
+    req.set_plus(plus);
+    ToPb(c, req.mutable_caller());
+    pb::ReadDirResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->ReadDir(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    DirPage page;
+    page.eof = resp.eof();
+    page.entries.reserve(resp.entries_size());
+    for (const pb::DirEntry& e : resp.entries()) {
+      DirEntry out;
+      out.name = e.name();
+      out.inode = InodeId(e.ino());
+      out.mode = e.mode();
+      out.cookie = e.cookie();
+      if (plus && e.has_attr()) out.attr = FromPb(e.attr());
+      page.entries.push_back(std::move(out));
+    }
+    return page;
+  }
+
+  Result<std::string> GetXattr(InodeId inode, std::string_view name, const Caller& c) override {
+    pb::XattrResponse resp;
+    Status s = XattrCall(&pb::MetaService::Stub::GetXattr, inode, name, "", 0, c, &resp);
+    if (!s.ok()) return s;
+    return std::move(*resp.mutable_value());
+  }
+  Status SetXattr(InodeId inode, std::string_view name, std::string_view value, int flags,
+                  const Caller& c) override {
+    pb::XattrResponse resp;
+    return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp);
+  }
+  Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& c) override {
+    pb::XattrResponse resp;
+    Status s = XattrCall(&pb::MetaService::Stub::ListXattr, inode, "", "", 0, c, &resp);
+    if (!s.ok()) return s;
+    return std::vector<std::string>(resp.names().begin(), resp.names().end());
+  }
+  Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) override {
+    pb::XattrResponse resp;
+    return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp);
+  }
+
+  Result<FsStats> StatFs() override {
+    pb::StatFsRequest req;
+    pb::StatFsResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->StatFs(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    FsStats out;
+    out.total_bytes = resp.usable_total_bytes() ? resp.usable_total_bytes() : resp.total_bytes();
+    out.free_bytes = resp.usable_total_bytes() ? resp.usable_free_bytes() : resp.free_bytes();
+    out.files = resp.files();
+    return out;
+  }
+
+  Result<OpenReply> Open(InodeId inode, int flags, SessionId session, const Caller& c) override {
+    pb::OpenRequest req;
+    req.set_ino(inode.value());
+    req.set_flags(static_cast<uint32_t>(flags));
+    req.set_session(session.value());
+    ToPb(c, req.mutable_caller());
+    pb::OpenResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->Open(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return OpenReply{FromPb(resp.attr()), resp.write_version()};
+  }
+
+  Status Release(InodeId inode, SessionId session, bool was_write) override {
+    pb::ReleaseRequest req;
+    req.set_ino(inode.value());
+    req.set_session(session.value());
+    req.set_was_write(was_write);
+    pb::StatusResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc(stub_->Release(&ctx, req, &resp), resp.status());
+  }
+
+  Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
+                             Timestamp mtime, uint64_t write_version, bool sync) override {
+    pb::CommitRequest req;
+    req.set_ino(inode.value());
+    req.set_session(session.value());
+    req.set_size(size_bytes);
+    ToPb(mtime, req.mutable_mtime());
+    req.set_write_version(write_version);
+    req.set_sync(sync);
+    pb::CommitResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->Commit(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
+  }
+
+  Result<SessionInfo> OpenSession(std::string_view client_name) override {
+    pb::OpenSessionRequest req;
+    req.set_client_name(std::string(client_name));
+    pb::OpenSessionResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    ctx.set_wait_for_ready(true);  // the server may still be starting
+    Status s = FromRpc(stub_->OpenSession(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
+  }
+
+  Status KeepAlive(SessionId session) override {
+    return SessionCall(&pb::MetaService::Stub::KeepAlive, session);
+  }
+  Status CloseSession(SessionId session) override {
+    return SessionCall(&pb::MetaService::Stub::CloseSession, session);
+  }
+
+  Status SetLock(InodeId inode, SessionId session, uint64_t owner, const LockRange& range,
+                 bool flock) override {
+    pb::LockResponse resp;
+    return LockCall(&pb::MetaService::Stub::SetLock, inode, session, owner, range, flock, &resp);
+  }
+
+  Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,
+                            const LockRange& range) override {
+    pb::LockResponse resp;
+    Status s =
+        LockCall(&pb::MetaService::Stub::GetLock, inode, session, owner, range, false, &resp);
+    if (!s.ok()) return s;
+    return LockRange{static_cast<int>(resp.type()), resp.start(), resp.end(), resp.pid()};
+  }
+
+  Result<ClusterMap> GetClusterMap(uint64_t known_version) override {
+    pb::ClusterMapRequest req;
+    req.set_known_version(known_version);
+    pb::ClusterMapResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc(stub_->GetClusterMap(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    ClusterMap map;
+    map.version = resp.version();
+    for (const pb::ServerInfo& info : resp.servers()) {
+      ServerEntry e;
+      e.id = ServerId(info.id());
+      e.address = info.address();
+      e.failure_domain = info.failure_domain();
+      e.up = info.up();
+      e.capacity_bytes = info.capacity_bytes();
+      e.used_bytes = info.used_bytes();
+      map.servers[e.id] = std::move(e);
+    }
+    for (const pb::PgTable& table : resp.pg_tables()) {
+      auto& pgs = map.pg_tables[table.width()];
+      for (const pb::PlacementGroup& pg : table.pgs()) {
+        std::vector<ServerId> targets;
+        for (uint32_t t : pg.targets()) targets.push_back(ServerId(t));
+        pgs.push_back(std::move(targets));
+      }
+    }
+    map.default_k = static_cast<uint32_t>(resp.default_k());
+    map.default_m = static_cast<uint32_t>(resp.default_m());
+    map.default_unit_bytes = static_cast<uint32_t>(resp.default_unit_bytes());
+    return map;
+  }
+
+ private:
+  void SetDeadline(grpc::ClientContext* ctx) const {
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
+  }
+
+  template <class Req>
+  Result<Attributes> AttrCall(grpc::Status (pb::MetaService::Stub::*method)(
+                                  grpc::ClientContext*, const Req&, pb::AttrResponse*),
+                              const Req& req) {
+    pb::AttrResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+    if (!s.ok()) return s;
+    return FromPb(resp.attr());
+  }
+
+  Status Remove(grpc::Status (pb::MetaService::Stub::*method)(
+                    grpc::ClientContext*, const pb::RemoveRequest&, pb::RemoveResponse*),
+                InodeId parent, std::string_view name, const Caller& c) {
+    pb::RemoveRequest req;
+    req.set_parent(parent.value());
+    req.set_name(std::string(name));
+    ToPb(c, req.mutable_caller());
+    pb::RemoveResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+  }
+
+  Status XattrCall(grpc::Status (pb::MetaService::Stub::*method)(
+                       grpc::ClientContext*, const pb::XattrRequest&, pb::XattrResponse*),
+                   InodeId inode, std::string_view name, std::string_view value, int flags,
+                   const Caller& c, pb::XattrResponse* resp) {
+    pb::XattrRequest req;
+    req.set_ino(inode.value());
+    req.set_name(std::string(name));
+    req.set_value(std::string(value));
+    req.set_flags(static_cast<uint32_t>(flags));
+    ToPb(c, req.mutable_caller());
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp->status());
+  }
+
+  Status SessionCall(grpc::Status (pb::MetaService::Stub::*method)(
+                         grpc::ClientContext*, const pb::SessionRequest&, pb::StatusResponse*),
+                     SessionId session) {
+    pb::SessionRequest req;
+    req.set_session(session.value());
+    pb::StatusResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+  }
+
+  Status LockCall(grpc::Status (pb::MetaService::Stub::*method)(
+                      grpc::ClientContext*, const pb::LockRequest&, pb::LockResponse*),
+                  InodeId inode, SessionId session, uint64_t owner, const LockRange& range,
+                  bool flock, pb::LockResponse* resp) {
+    pb::LockRequest req;
+    req.set_ino(inode.value());
+    req.set_session(session.value());
+    req.set_owner(owner);
+    req.set_type(static_cast<uint32_t>(range.type));
+    req.set_start(range.start);
+    req.set_end(range.end);
+    req.set_pid(range.pid);
+    req.set_flock(flock);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp->status());
+  }
+
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<pb::MetaService::Stub> stub_;
+};
+
+}  // namespace
+
+std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
+                                              std::chrono::milliseconds timeout) {
+  return std::make_unique<GrpcMetaClient>(address, timeout);
+}
+
+}  // namespace aquifer::client

@@ -1,0 +1,90 @@
+// MetaClient: the client library's view of aquifer-meta (proto/meta.proto), in the library's own
+// types. The gRPC implementation lives in meta_client.cc; tests may substitute another.
+//
+// Every method returns the server's status (RpcStatus code mapped to aquifer::Code), or
+// kUnavailable when the server cannot be reached before the deadline. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aquifer/client.h"
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "client/cluster_map.h"
+
+namespace aquifer::client {
+
+// Reply of Open and Create: attributes and the chunk version the writer uses until it commits
+// (0 when not opened for write).
+struct OpenReply {
+  Attributes attr;
+  uint64_t write_version = 0;
+};
+
+struct CommitReply {
+  Attributes attr;
+  uint64_t next_write_version = 0;
+};
+
+struct SessionInfo {
+  SessionId id;
+  std::chrono::milliseconds lease_ttl{0};
+};
+
+class MetaClient {
+ public:
+  virtual ~MetaClient() = default;
+
+  virtual Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& c) = 0;
+  virtual Result<Attributes> GetAttr(InodeId inode) = 0;
+  virtual Result<Attributes> SetAttr(InodeId inode, const AttrChanges& changes, const Caller& c,
+                                     SessionId session) = 0;
+  // Regular files (open_for_write takes the lease for `session`) and mknod.
+  virtual Result<OpenReply> Create(InodeId parent, std::string_view name, uint32_t mode,
+                                   uint64_t rdev, bool exclusive, const Caller& c,
+                                   SessionId session, bool open_for_write) = 0;
+  virtual Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                                   const Caller& c) = 0;
+  virtual Result<Attributes> Symlink(InodeId parent, std::string_view name,
+                                     std::string_view target, const Caller& c) = 0;
+  virtual Result<Attributes> Link(InodeId inode, InodeId new_parent, std::string_view new_name,
+                                  const Caller& c) = 0;
+  virtual Status Unlink(InodeId parent, std::string_view name, const Caller& c) = 0;
+  virtual Status Rmdir(InodeId parent, std::string_view name, const Caller& c) = 0;
+  virtual Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                        std::string_view new_name, uint32_t flags, const Caller& c) = 0;
+  virtual Result<std::string> Readlink(InodeId inode) = 0;
+  virtual Result<DirPage> ReadDir(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
+                                  const Caller& c) = 0;
+  virtual Result<std::string> GetXattr(InodeId inode, std::string_view name, const Caller& c) = 0;
+  virtual Status SetXattr(InodeId inode, std::string_view name, std::string_view value,
+                          int flags, const Caller& c) = 0;
+  virtual Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& c) = 0;
+  virtual Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) = 0;
+  // Usable (after parity overhead) totals.
+  virtual Result<FsStats> StatFs() = 0;
+  virtual Result<OpenReply> Open(InodeId inode, int flags, SessionId session,
+                                 const Caller& c) = 0;
+  virtual Status Release(InodeId inode, SessionId session, bool was_write) = 0;
+  virtual Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
+                                     Timestamp mtime, uint64_t write_version, bool sync) = 0;
+  virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
+  virtual Status KeepAlive(SessionId session) = 0;
+  virtual Status CloseSession(SessionId session) = 0;
+  virtual Status SetLock(InodeId inode, SessionId session, uint64_t owner,
+                         const LockRange& range, bool flock) = 0;
+  virtual Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,
+                                    const LockRange& range) = 0;
+  virtual Result<ClusterMap> GetClusterMap(uint64_t known_version) = 0;
+};
+
+// Connects (lazily) to aquifer-meta at `address` ("host:port"); each call has deadline `timeout`.
+std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace aquifer::client
