@@ -1,0 +1,119 @@
+// aquifer-meta: the metadata server process. Flags: see options.h or --help.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "common/logging.h"
+#include "metadata/metadata_service.h"
+#include "metadata/options.h"
+#include "metadata/rpc/meta_rpc.h"
+
+namespace {
+
+// Writes `text` to `path` atomically: a temporary file in the same directory, then rename.
+aquifer::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    out.flush();
+    if (!out) return aquifer::Internal("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return aquifer::Internal("cannot rename " + tmp + " to " + path);
+  }
+  return aquifer::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace aquifer;
+  using namespace aquifer::meta;
+  std::string help;
+  auto options = ParseMetaOptions(argc, argv, &help);
+  if (!help.empty()) {
+    std::cout << help;
+    return 0;
+  }
+  if (!options.ok()) {
+    std::cerr << "aquifer-meta: " << options.status().ToString() << "\n";
+    return 2;
+  }
+  SetupLogging(options->log_level);
+  auto log = Logger("meta");
+
+  // Block SIGTERM/SIGINT in every thread; the main thread waits for them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto store = OpenRocksStore(options->db);
+  if (!store.ok()) {
+    log->error("open store failed: {}", store.status().ToString());
+    return 1;
+  }
+  auto service = MetadataService::Open(std::move(*store), *options);
+  if (!service.ok()) {
+    log->error("load failed: {}", service.status().ToString());
+    return 1;
+  }
+  auto server = MetaRpcServer::Start(service->get(), options->listen, options->rpc_threads);
+  if (!server.ok()) {
+    log->error("start rpc failed: {}", server.status().ToString());
+    return 1;
+  }
+
+  // Expire sessions and mark silent servers down, a few times per timeout.
+  std::mutex tick_mu;
+  std::condition_variable tick_cv;
+  bool stopping = false;
+  const auto period = std::chrono::milliseconds(std::clamp<uint32_t>(
+      std::min(options->heartbeat_timeout_ms, options->session_ttl_ms) / 10, 5, 500));
+  std::thread ticker([&] {
+    std::unique_lock lock(tick_mu);
+    while (!stopping) {
+      tick_cv.wait_for(lock, period, [&] { return stopping; });
+      if (stopping) break;
+      lock.unlock();
+      (*service)->Tick();
+      lock.lock();
+    }
+  });
+
+  if (!options->port_file.empty()) {
+    Status st = WriteFileAtomically(options->port_file, (*server)->address());
+    if (!st.ok()) {
+      log->error("port file failed: {}", st.ToString());
+      return 1;
+    }
+  }
+  log->info("serving address={} db={} k={} m={} unit_bytes={}", (*server)->address(),
+            options->db, options->k, options->m, options->unit_bytes);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log->info("shutdown signal={}", sig);
+  (*server)->Shutdown();
+  {
+    std::lock_guard lock(tick_mu);
+    stopping = true;
+  }
+  tick_cv.notify_all();
+  ticker.join();
+  Status synced = (*service)->Sync();
+  if (!synced.ok()) log->error("final sync failed: {}", synced.ToString());
+  server->reset();
+  service->reset();
+  log->info("stopped");
+  return 0;
+}

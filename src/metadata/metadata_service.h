@@ -1,0 +1,336 @@
+// MetadataService: the metadata server's core. Namespace operations (POSIX rules, one atomic
+// StoreBatch each), layouts, sessions with write leases, record locks and flock, open counts and
+// orphans, commits of size and write versions, GC tasks, data-server membership and placement-
+// group tables. It knows no protobuf; src/metadata/rpc/ adapts it to proto/meta.proto.
+//
+// Errors (aquifer::Code): kNotFound (ENOENT), kAlreadyExists, kNotDirectory, kIsDirectory,
+// kNotEmpty, kInvalidArgument (bad name, rename into own subtree, bad layout text, ...),
+// kNameTooLong (> 255 bytes), kPermissionDenied (mode bits vs the caller; uid 0 bypasses),
+// kNotPermitted (hard link to a directory, chown by non-root, sticky directories), kNoData (no
+// such xattr), kWouldBlock (write lease or lock held by another session/owner), kStale (unknown or
+// expired session; commit after the write lease was lost), kUnavailable (no PG table can be built:
+// too few data servers in distinct failure domains), kTooManyLinks, kInternal/kCorruption (store).
+// A failed operation changes nothing.
+//
+// Threading: every method is thread-safe. Lock order: mu_ (namespace, opens, leases, locks,
+// sessions; shared for reads) -> cluster_mu_ (servers, PG tables, GC tasks) -> cache_mu_.
+// Reads run in parallel under mu_ shared; mutations are serialised under mu_ exclusive (each is
+// one in-memory update plus one store batch, microseconds). Nothing blocks on the network.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+#include "metadata/namespace_store.h"
+#include "metadata/options.h"
+#include "metadata/types.h"
+
+namespace aquifer::meta {
+
+// Time sources, injectable for tests. wall: file times. mono_ms: leases and heartbeats.
+struct Clocks {
+  std::function<Timespec()> wall;
+  std::function<int64_t()> mono_ms;
+  static Clocks System();
+};
+
+// SetAttr's `valid` bits (the same values as proto SetAttrField).
+enum SetAttrBits : uint32_t {
+  kSetMode = 1,
+  kSetUid = 2,
+  kSetGid = 4,
+  kSetSize = 8,
+  kSetAtime = 16,
+  kSetMtime = 32,
+  kSetAtimeNow = 64,
+  kSetMtimeNow = 128,
+  kSetCtime = 256,
+};
+
+struct SetAttrArgs {
+  uint32_t valid = 0;  // OR of SetAttrBits
+  uint32_t mode = 0;   // permission bits (and setuid/setgid/sticky); type bits ignored
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;  // bytes
+  Timespec atime, mtime, ctime;
+};
+
+struct CreateArgs {
+  InodeId parent;
+  std::string name;
+  uint32_t mode = 0;  // type bits (0 = regular) + permissions, umask applied by the client
+  uint64_t rdev = 0;
+  bool exclusive = false;  // O_EXCL
+  SessionId session;       // non-zero: the create also opens the file for that session
+  bool open_for_write = false;
+};
+
+struct OpenResult {
+  Inode attr;
+  uint64_t write_version = 0;  // for opens for write of regular files; > attr.data_version
+};
+
+struct CommitArgs {
+  InodeId ino;
+  SessionId session;
+  uint64_t size = 0;  // bytes
+  Timespec mtime;
+  uint64_t write_version = 0;
+  bool sync = false;  // durable on disk before returning
+};
+
+struct CommitResult {
+  Inode attr;
+  uint64_t next_write_version = 0;
+};
+
+struct SessionGrant {
+  SessionId session;
+  uint32_t lease_ttl_ms = 0;
+};
+
+// F_RDLCK, F_WRLCK, F_UNLCK as numbered in proto LockRequest.
+enum class LockType : uint32_t { kRead = 0, kWrite = 1, kUnlock = 2 };
+
+struct LockArgs {
+  InodeId ino;
+  SessionId session;
+  uint64_t owner = 0;
+  LockType type = LockType::kUnlock;
+  uint64_t start = 0;
+  uint64_t end = UINT64_MAX;  // inclusive
+  uint32_t pid = 0;
+  bool flock = false;  // flock(2): whole file; never conflicts with fcntl locks
+};
+
+// GetLock's answer: the first conflicting lock, or type kUnlock when none.
+struct LockInfo {
+  LockType type = LockType::kUnlock;
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint32_t pid = 0;
+};
+
+struct FsStats {
+  uint64_t total_bytes = 0;  // raw capacity of up data servers
+  uint64_t free_bytes = 0;
+  uint64_t files = 0;  // inodes in use
+  uint64_t usable_total_bytes = 0;  // times k / (k + m) of the cluster default
+  uint64_t usable_free_bytes = 0;
+};
+
+struct ServerRegistration {
+  std::string address;
+  std::string failure_domain;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  std::string server_uuid;
+};
+
+struct HeartbeatArgs {
+  ServerId server;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t chunk_count = 0;
+  std::vector<uint64_t> gc_done;
+};
+
+struct HeartbeatReply {
+  std::vector<GcTask> gc;  // acked unset
+  uint64_t map_version = 0;
+};
+
+struct ServerStatus {
+  ServerRecord record;
+  bool up = false;
+  uint64_t chunk_count = 0;
+  int64_t last_heartbeat_ms_ago = 0;
+};
+
+struct ClusterMap {
+  uint64_t version = 0;
+  std::vector<ServerStatus> servers;
+  std::vector<PgTable> pg_tables;
+  uint32_t default_k = 0, default_m = 0, default_unit_bytes = 0;
+};
+
+// Name of the virtual xattr that shows and sets layouts.
+inline constexpr const char* kLayoutXattr = "aquifer.layout";
+
+class MetadataService {
+ public:
+  // Loads state from `store` (creating the root on first start, deleting orphans left by a
+  // crash). Errors: the store's errors; kInvalidArgument for bad options.
+  static Result<std::unique_ptr<MetadataService>> Open(std::unique_ptr<NamespaceStore> store,
+                                                       const MetaOptions& options,
+                                                       Clocks clocks = Clocks::System());
+  ~MetadataService();
+
+  // --- namespace ---
+  // Lookup accepts "." and ".." (the directory itself, its parent).
+  Result<Inode> Lookup(InodeId parent, std::string_view name, const Caller& caller);
+  Result<Inode> GetAttr(InodeId ino);
+  Result<Inode> SetAttr(InodeId ino, const SetAttrArgs& args, const Caller& caller,
+                        SessionId session);
+  Result<OpenResult> Create(const CreateArgs& args, const Caller& caller);
+  Result<Inode> Mkdir(InodeId parent, std::string_view name, uint32_t mode, const Caller& caller);
+  Result<Inode> Symlink(InodeId parent, std::string_view name, std::string_view target,
+                        const Caller& caller);
+  Result<Inode> Link(InodeId ino, InodeId new_parent, std::string_view new_name,
+                     const Caller& caller);
+  Status Unlink(InodeId parent, std::string_view name, const Caller& caller);
+  Status Rmdir(InodeId parent, std::string_view name, const Caller& caller);
+  // flags: RENAME_NOREPLACE (1) | RENAME_EXCHANGE (2).
+  Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                std::string_view new_name, uint32_t flags, const Caller& caller);
+  Result<std::string> Readlink(InodeId ino);
+  // Entries after `cookie` (0 = from the start), at most max_entries (capped at 1024); "." and
+  // ".." are not returned. *eof is set when no entry follows the last one returned.
+  Result<std::vector<DirEntry>> ReadDir(InodeId ino, uint64_t cookie, uint32_t max_entries,
+                                        bool plus, const Caller& caller, bool* eof);
+  Result<std::string> GetXattr(InodeId ino, std::string_view name, const Caller& caller);
+  // flags: XATTR_CREATE (1) | XATTR_REPLACE (2).
+  Status SetXattr(InodeId ino, std::string_view name, std::string_view value, uint32_t flags,
+                  const Caller& caller);
+  Result<std::vector<std::string>> ListXattr(InodeId ino, const Caller& caller);
+  Status RemoveXattr(InodeId ino, std::string_view name, const Caller& caller);
+  Result<FsStats> StatFs();
+  // Makes every acknowledged operation durable on disk (fsync, fsyncdir).
+  Status Sync();
+
+  // --- opens, commits, sessions, locks ---
+  Result<OpenResult> Open(InodeId ino, uint32_t flags, SessionId session, const Caller& caller);
+  Status Release(InodeId ino, SessionId session, bool was_write);
+  Result<CommitResult> Commit(const CommitArgs& args);
+  Result<SessionGrant> OpenSession(std::string_view client_name);
+  Status KeepAlive(SessionId session);
+  Status CloseSession(SessionId session);
+  // Non-blocking: kWouldBlock when a conflicting lock is held by another owner.
+  Status SetLock(const LockArgs& args);
+  Result<LockInfo> GetLock(const LockArgs& args);
+
+  // --- membership ---
+  // Returns the server's id (stable per server_uuid) and the heartbeat interval in ms.
+  Result<std::pair<ServerId, uint32_t>> RegisterServer(const ServerRegistration& reg);
+  Result<HeartbeatReply> Heartbeat(const HeartbeatArgs& args);
+  ClusterMap GetClusterMap();
+
+  // Expires silent sessions and marks silent data servers down. The server calls it from a
+  // background thread; tests call it after moving their clock.
+  void Tick();
+
+  // For tests and tools: pending GC tasks, and how many inodes exist.
+  std::vector<GcTask> PendingGcTasks();
+  uint64_t InodeCount();
+
+ private:
+  struct Txn;
+  struct OpenCount {
+    uint32_t total = 0;
+    uint32_t write = 0;
+  };
+  struct LockRecord {
+    uint64_t session;
+    uint64_t owner;
+    LockType type;
+    uint64_t start, end;
+    uint32_t pid;
+    bool flock;
+  };
+  struct InodeState {  // in memory only: opens, the write lease, locks
+    std::unordered_map<uint64_t, OpenCount> opens;  // by session
+    uint64_t lease_holder = 0;                      // session; 0 = none
+    std::vector<LockRecord> locks;
+    bool empty() const { return opens.empty() && lease_holder == 0 && locks.empty(); }
+  };
+  struct Session {
+    std::string client_name;
+    std::atomic<int64_t> last_seen_ms{0};
+    std::unordered_set<uint64_t> inodes;  // inodes it has open or locked
+  };
+  struct ServerState {
+    ServerRecord record;
+    bool up = false;
+    int64_t last_heartbeat_ms = 0;
+    uint64_t chunk_count = 0;
+  };
+
+  MetadataService(std::unique_ptr<NamespaceStore> store, const MetaOptions& options,
+                  Clocks clocks);
+  Status Load();
+
+  // Cache and store access (mu_ held, shared or exclusive).
+  Result<std::optional<Inode>> FindInode(InodeId ino);
+  Result<Inode> LoadInode(InodeId ino);
+  Result<std::optional<Dentry>> FindDentry(InodeId parent, std::string_view name);
+  void CachePutInode(const Inode& inode);
+  void CacheEraseInode(InodeId ino);
+  void CachePutDentry(InodeId parent, std::string_view name, const std::optional<Dentry>& d);
+
+  Status Apply(Txn& txn, bool sync);
+  // Removes the inode now, or keeps it as an orphan while a session has it open (mu_ exclusive).
+  Status DropInode(Txn& txn, Inode* inode);
+  void AddGcTask(Txn& txn, InodeId ino, uint64_t from_stripe, uint64_t max_version);
+  Status TruncateLocked(Txn& txn, Inode* inode, uint64_t new_size);
+  uint64_t NextWriteVersion(Txn& txn);
+  Result<FileLayout> NewFileLayout(const Inode& parent, InodeId ino);
+  Result<Inode> MakeInode(Txn& txn, const Inode& parent, uint32_t mode, const Caller& caller);
+  Result<Inode> CreateNonFile(InodeId parent, std::string_view name, uint32_t mode,
+                              uint64_t rdev, std::string_view symlink_target,
+                              const Caller& caller);
+  Result<FileLayout> ParseLayoutText(std::string_view text, const FileLayout& base);
+  std::string LayoutText(const FileLayout& layout) const;
+  Status SetLayoutXattr(Txn& txn, Inode* inode, std::string_view value, const Caller& caller);
+
+  // Sessions (mu_ held).
+  bool SessionAlive(uint64_t session);
+  void ReleaseAllOf(Txn& txn, uint64_t session);
+  Status MaybeDeleteOrphan(Txn& txn, InodeId ino);
+  void TouchSession(SessionId session);
+
+  // Membership (cluster_mu_ held).
+  Status EnsurePgTable(uint32_t width);
+  void BumpMapVersion();
+
+  std::unique_ptr<NamespaceStore> store_;
+  const MetaOptions options_;
+  const Clocks clocks_;
+  const FileLayout default_layout_;
+
+  std::shared_mutex mu_;  // guards the namespace, next_* counters, states_, sessions_
+  uint64_t next_ino_ = 0;         // next inode number to hand out
+  uint64_t inode_count_ = 0;      // inodes in use
+  uint64_t next_gc_id_ = 0;
+  uint64_t next_version_ = 0;     // next write version to hand out (global, monotonic)
+  uint64_t version_reserved_ = 0; // versions below this are reserved on disk
+  uint64_t generation_ = 0;       // this start's epoch; new inodes carry it
+  uint64_t next_session_ = 0;
+  std::unordered_map<uint64_t, InodeState> states_;
+  std::unordered_map<uint64_t, std::unique_ptr<Session>> sessions_;
+
+  std::mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
+  std::map<uint32_t, ServerState> servers_;
+  std::map<uint32_t, PgTable> pg_tables_;
+  std::map<uint64_t, GcTask> gc_tasks_;
+  uint64_t map_version_ = 0;
+  uint32_t next_server_ = 1;
+
+  std::mutex cache_mu_;  // guards the caches
+  std::unordered_map<uint64_t, Inode> inode_cache_;
+  std::unordered_map<std::string, Dentry> dentry_cache_;  // ino 0 = known absent
+};
+
+}  // namespace aquifer::meta

@@ -1,0 +1,501 @@
+#include "metadata/namespace_store.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace aquifer::meta {
+
+bool Inode::is_dir() const { return S_ISDIR(mode); }
+bool Inode::is_reg() const { return S_ISREG(mode); }
+bool Inode::is_symlink() const { return S_ISLNK(mode); }
+
+namespace {
+
+// --- encoding helpers -------------------------------------------------------------------
+void PutBE64(std::string* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+void PutBE32(std::string* out, uint32_t v) {
+  for (int i = 3; i >= 0; --i) out->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+uint64_t GetBE64(std::string_view s) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(s[i]);
+  return v;
+}
+
+class Encoder {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U32(uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), 4); }
+  void U64(uint64_t v) { out_.append(reinterpret_cast<const char*>(&v), 8); }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void Time(const Timespec& t) {
+    I64(t.sec);
+    U32(t.nsec);
+  }
+  void Layout(const FileLayout& l) {
+    U32(l.k);
+    U32(l.m);
+    U32(l.unit_bytes);
+    U32(l.pg_start);
+    U32(l.pg_count);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  uint8_t U8() {
+    if (!Need(1)) return 0;
+    uint8_t v = static_cast<uint8_t>(in_[0]);
+    in_.remove_prefix(1);
+    return v;
+  }
+  uint32_t U32() {
+    if (!Need(4)) return 0;
+    uint32_t v;
+    std::memcpy(&v, in_.data(), 4);
+    in_.remove_prefix(4);
+    return v;
+  }
+  uint64_t U64() {
+    if (!Need(8)) return 0;
+    uint64_t v;
+    std::memcpy(&v, in_.data(), 8);
+    in_.remove_prefix(8);
+    return v;
+  }
+  int64_t I64() { return static_cast<int64_t>(U64()); }
+  std::string Str() {
+    uint32_t n = U32();
+    if (!Need(n)) return {};
+    std::string s(in_.substr(0, n));
+    in_.remove_prefix(n);
+    return s;
+  }
+  Timespec Time() {
+    Timespec t;
+    t.sec = I64();
+    t.nsec = U32();
+    return t;
+  }
+  FileLayout Layout() {
+    FileLayout l;
+    l.k = U32();
+    l.m = U32();
+    l.unit_bytes = U32();
+    l.pg_start = U32();
+    l.pg_count = U32();
+    return l;
+  }
+
+ private:
+  bool Need(size_t n) {
+    if (in_.size() < n) ok_ = false;
+    return ok_;
+  }
+  std::string_view in_;
+  bool ok_ = true;
+};
+
+constexpr uint8_t kInodeFormat = 1;
+
+std::string InodeKey(InodeId ino) {
+  std::string k("i");
+  PutBE64(&k, ino.value());
+  return k;
+}
+std::string DentryPrefix(InodeId parent) {
+  std::string k("d");
+  PutBE64(&k, parent.value());
+  return k;
+}
+std::string DentryKey(InodeId parent, std::string_view name) {
+  std::string k = DentryPrefix(parent);
+  k.append(name);
+  return k;
+}
+std::string IndexPrefix(InodeId parent) {
+  std::string k("e");
+  PutBE64(&k, parent.value());
+  return k;
+}
+std::string IndexKey(InodeId parent, uint64_t seq) {
+  std::string k = IndexPrefix(parent);
+  PutBE64(&k, seq);
+  return k;
+}
+std::string XattrPrefix(InodeId ino) {
+  std::string k("x");
+  PutBE64(&k, ino.value());
+  return k;
+}
+std::string OrphanKey(InodeId ino) {
+  std::string k("o");
+  PutBE64(&k, ino.value());
+  return k;
+}
+std::string GcKey(uint64_t id) {
+  std::string k("g");
+  PutBE64(&k, id);
+  return k;
+}
+std::string ServerKey(ServerId id) {
+  std::string k("s");
+  PutBE32(&k, id.value());
+  return k;
+}
+std::string PgKey(uint32_t width) {
+  std::string k("p");
+  PutBE32(&k, width);
+  return k;
+}
+std::string CounterKey(std::string_view name) { return "c" + std::string(name); }
+
+std::string EncodeInode(const Inode& n) {
+  Encoder e;
+  e.U8(kInodeFormat);
+  e.U64(n.ino.value());
+  e.U64(n.generation);
+  e.U32(n.mode);
+  e.U32(n.nlink);
+  e.U32(n.uid);
+  e.U32(n.gid);
+  e.U64(n.size);
+  e.U64(n.rdev);
+  e.Time(n.atime);
+  e.Time(n.mtime);
+  e.Time(n.ctime);
+  e.Layout(n.layout);
+  e.U64(n.data_version);
+  e.U64(n.parent.value());
+  e.U64(n.next_entry_seq);
+  e.U64(n.entry_count);
+  e.Layout(n.dir_default);
+  e.Str(n.symlink_target);
+  return e.Take();
+}
+
+Result<Inode> DecodeInode(std::string_view v) {
+  Decoder d(v);
+  if (d.U8() != kInodeFormat) return Corruption("inode record has an unknown format");
+  Inode n;
+  n.ino = InodeId(d.U64());
+  n.generation = d.U64();
+  n.mode = d.U32();
+  n.nlink = d.U32();
+  n.uid = d.U32();
+  n.gid = d.U32();
+  n.size = d.U64();
+  n.rdev = d.U64();
+  n.atime = d.Time();
+  n.mtime = d.Time();
+  n.ctime = d.Time();
+  n.layout = d.Layout();
+  n.data_version = d.U64();
+  n.parent = InodeId(d.U64());
+  n.next_entry_seq = d.U64();
+  n.entry_count = d.U64();
+  n.dir_default = d.Layout();
+  n.symlink_target = d.Str();
+  if (!d.ok()) return Corruption("inode record is truncated");
+  return n;
+}
+
+std::string EncodeDentry(const Dentry& de) {
+  Encoder e;
+  e.U64(de.ino.value());
+  e.U32(de.mode);
+  e.U64(de.seq);
+  return e.Take();
+}
+
+}  // namespace
+
+// --- StoreBatch ---------------------------------------------------------------------------
+void StoreBatch::PutInode(const Inode& inode) {
+  ops_.push_back({StoreOp::Kind::kPut, InodeKey(inode.ino), EncodeInode(inode)});
+}
+void StoreBatch::DeleteInode(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kDelete, InodeKey(ino), {}});
+}
+void StoreBatch::PutDentry(InodeId parent, std::string_view name, const Dentry& dentry) {
+  ops_.push_back({StoreOp::Kind::kPut, DentryKey(parent, name), EncodeDentry(dentry)});
+  Encoder e;
+  e.Str(name);
+  e.U64(dentry.ino.value());
+  e.U32(dentry.mode);
+  ops_.push_back({StoreOp::Kind::kPut, IndexKey(parent, dentry.seq), e.Take()});
+}
+void StoreBatch::DeleteDentry(InodeId parent, std::string_view name, uint64_t seq) {
+  ops_.push_back({StoreOp::Kind::kDelete, DentryKey(parent, name), {}});
+  ops_.push_back({StoreOp::Kind::kDelete, IndexKey(parent, seq), {}});
+}
+void StoreBatch::PutXattr(InodeId ino, std::string_view name, std::string_view value) {
+  ops_.push_back({StoreOp::Kind::kPut, XattrPrefix(ino) + std::string(name), std::string(value)});
+}
+void StoreBatch::DeleteXattr(InodeId ino, std::string_view name) {
+  ops_.push_back({StoreOp::Kind::kDelete, XattrPrefix(ino) + std::string(name), {}});
+}
+void StoreBatch::DeleteAllXattrs(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kDeletePrefix, XattrPrefix(ino), {}});
+}
+void StoreBatch::PutOrphan(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kPut, OrphanKey(ino), {}});
+}
+void StoreBatch::DeleteOrphan(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kDelete, OrphanKey(ino), {}});
+}
+void StoreBatch::PutGcTask(const GcTask& task) {
+  Encoder e;
+  e.U64(task.id);
+  e.U64(task.ino.value());
+  e.U64(task.from_stripe);
+  e.U64(task.max_version);
+  e.U32(static_cast<uint32_t>(task.acked.size()));
+  for (uint32_t s : task.acked) e.U32(s);
+  ops_.push_back({StoreOp::Kind::kPut, GcKey(task.id), e.Take()});
+}
+void StoreBatch::DeleteGcTask(uint64_t id) {
+  ops_.push_back({StoreOp::Kind::kDelete, GcKey(id), {}});
+}
+void StoreBatch::PutServer(const ServerRecord& s) {
+  Encoder e;
+  e.U32(s.id.value());
+  e.Str(s.uuid);
+  e.Str(s.address);
+  e.Str(s.failure_domain);
+  e.U64(s.capacity_bytes);
+  e.U64(s.used_bytes);
+  ops_.push_back({StoreOp::Kind::kPut, ServerKey(s.id), e.Take()});
+}
+void StoreBatch::PutPgTable(const PgTable& t) {
+  Encoder e;
+  e.U32(t.width);
+  e.U32(static_cast<uint32_t>(t.pgs.size()));
+  for (const auto& pg : t.pgs) {
+    e.U32(static_cast<uint32_t>(pg.size()));
+    for (ServerId s : pg) e.U32(s.value());
+  }
+  ops_.push_back({StoreOp::Kind::kPut, PgKey(t.width), e.Take()});
+}
+void StoreBatch::PutCounter(std::string_view name, uint64_t value) {
+  Encoder e;
+  e.U64(value);
+  ops_.push_back({StoreOp::Kind::kPut, CounterKey(name), e.Take()});
+}
+
+// --- typed reads --------------------------------------------------------------------------
+Result<std::optional<Inode>> NamespaceStore::GetInode(InodeId ino) {
+  auto raw = GetRaw(InodeKey(ino));
+  if (!raw.ok()) return raw.status();
+  if (!raw->has_value()) return std::optional<Inode>();
+  auto inode = DecodeInode(**raw);
+  if (!inode.ok()) return inode.status().WithPrefix("inode " + ino.ToString());
+  return std::optional<Inode>(std::move(*inode));
+}
+
+Result<std::optional<Dentry>> NamespaceStore::GetDentry(InodeId parent, std::string_view name) {
+  auto raw = GetRaw(DentryKey(parent, name));
+  if (!raw.ok()) return raw.status();
+  if (!raw->has_value()) return std::optional<Dentry>();
+  Decoder d(**raw);
+  Dentry de;
+  de.ino = InodeId(d.U64());
+  de.mode = d.U32();
+  de.seq = d.U64();
+  if (!d.ok()) return Corruption("dentry record is truncated");
+  return std::optional<Dentry>(de);
+}
+
+Result<std::vector<DirEntry>> NamespaceStore::ListDir(InodeId dir, uint64_t after_seq,
+                                                      size_t max) {
+  std::vector<DirEntry> out;
+  if (max == 0) return out;
+  std::string prefix = IndexPrefix(dir);
+  bool bad = false;
+  Status st = ScanRaw(prefix, IndexKey(dir, after_seq + 1),
+                      [&](std::string_view key, std::string_view value) {
+                        Decoder d(value);
+                        DirEntry e;
+                        e.cookie = GetBE64(key.substr(prefix.size()));
+                        e.name = d.Str();
+                        e.ino = InodeId(d.U64());
+                        e.mode = d.U32();
+                        if (!d.ok()) {
+                          bad = true;
+                          return false;
+                        }
+                        out.push_back(std::move(e));
+                        return out.size() < max;
+                      });
+  AQ_RETURN_IF_ERROR(st);
+  if (bad) return Corruption("directory index record is truncated");
+  return out;
+}
+
+Result<std::optional<std::string>> NamespaceStore::GetXattr(InodeId ino, std::string_view name) {
+  return GetRaw(XattrPrefix(ino) + std::string(name));
+}
+
+Result<std::vector<std::string>> NamespaceStore::ListXattrNames(InodeId ino) {
+  std::vector<std::string> names;
+  std::string prefix = XattrPrefix(ino);
+  AQ_RETURN_IF_ERROR(ScanRaw(prefix, prefix, [&](std::string_view key, std::string_view) {
+    names.emplace_back(key.substr(prefix.size()));
+    return true;
+  }));
+  return names;
+}
+
+Result<uint64_t> NamespaceStore::GetCounter(std::string_view name) {
+  auto raw = GetRaw(CounterKey(name));
+  if (!raw.ok()) return raw.status();
+  if (!raw->has_value()) return uint64_t{0};
+  Decoder d(**raw);
+  uint64_t v = d.U64();
+  if (!d.ok()) return Corruption("counter record is truncated");
+  return v;
+}
+
+Result<std::vector<InodeId>> NamespaceStore::LoadOrphans() {
+  std::vector<InodeId> out;
+  AQ_RETURN_IF_ERROR(ScanRaw("o", "o", [&](std::string_view key, std::string_view) {
+    if (key.size() == 9) out.push_back(InodeId(GetBE64(key.substr(1))));
+    return true;
+  }));
+  return out;
+}
+
+Result<std::vector<GcTask>> NamespaceStore::LoadGcTasks() {
+  std::vector<GcTask> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("g", "g", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    GcTask t;
+    t.id = d.U64();
+    t.ino = InodeId(d.U64());
+    t.from_stripe = d.U64();
+    t.max_version = d.U64();
+    uint32_t n = d.U32();
+    for (uint32_t i = 0; i < n && d.ok(); ++i) t.acked.push_back(d.U32());
+    if (!d.ok()) bad = true;
+    out.push_back(std::move(t));
+    return !bad;
+  }));
+  if (bad) return Corruption("gc task record is truncated");
+  return out;
+}
+
+Result<std::vector<ServerRecord>> NamespaceStore::LoadServers() {
+  std::vector<ServerRecord> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("s", "s", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    ServerRecord s;
+    s.id = ServerId(d.U32());
+    s.uuid = d.Str();
+    s.address = d.Str();
+    s.failure_domain = d.Str();
+    s.capacity_bytes = d.U64();
+    s.used_bytes = d.U64();
+    if (!d.ok()) bad = true;
+    out.push_back(std::move(s));
+    return !bad;
+  }));
+  if (bad) return Corruption("server record is truncated");
+  return out;
+}
+
+Result<std::vector<PgTable>> NamespaceStore::LoadPgTables() {
+  std::vector<PgTable> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("p", "p", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    PgTable t;
+    t.width = d.U32();
+    uint32_t n = d.U32();
+    for (uint32_t i = 0; i < n && d.ok(); ++i) {
+      uint32_t w = d.U32();
+      std::vector<ServerId> pg;
+      for (uint32_t j = 0; j < w && d.ok(); ++j) pg.push_back(ServerId(d.U32()));
+      t.pgs.push_back(std::move(pg));
+    }
+    if (!d.ok()) bad = true;
+    out.push_back(std::move(t));
+    return !bad;
+  }));
+  if (bad) return Corruption("pg table record is truncated");
+  return out;
+}
+
+// --- the in-memory engine -------------------------------------------------------------------
+namespace {
+
+class MemoryStore final : public NamespaceStore {
+ public:
+  Status Sync() override { return OkStatus(); }
+
+ protected:
+  Result<std::optional<std::string>> GetRaw(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
+
+  Status ScanRaw(std::string_view prefix, std::string_view start,
+                 const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    std::lock_guard lock(mu_);  // fn never calls back into the store
+    for (auto it = map_.lower_bound(start); it != map_.end(); ++it) {
+      if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+      if (!fn(it->first, it->second)) break;
+    }
+    return OkStatus();
+  }
+
+  Status WriteRaw(const std::vector<StoreOp>& ops, bool) override {
+    std::lock_guard lock(mu_);
+    for (const StoreOp& op : ops) {
+      switch (op.kind) {
+        case StoreOp::Kind::kPut:
+          map_[op.key] = op.value;
+          break;
+        case StoreOp::Kind::kDelete:
+          map_.erase(op.key);
+          break;
+        case StoreOp::Kind::kDeletePrefix: {
+          auto it = map_.lower_bound(op.key);
+          while (it != map_.end() && it->first.compare(0, op.key.size(), op.key) == 0) {
+            it = map_.erase(it);
+          }
+          break;
+        }
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  std::mutex mu_;  // guards map_
+  std::map<std::string, std::string, std::less<>> map_;
+};
+
+}  // namespace
+
+std::unique_ptr<NamespaceStore> NewMemoryStore() { return std::make_unique<MemoryStore>(); }
+
+}  // namespace aquifer::meta

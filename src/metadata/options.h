@@ -1,0 +1,38 @@
+// aquifer-meta's options: one struct, loaded from TOML (--config) and overridden by flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aquifer/status.h"
+
+namespace aquifer::meta {
+
+struct MetaOptions {
+  std::string listen = "127.0.0.1:0";  // HOST:PORT to serve gRPC on; port 0 = kernel chooses
+  std::string db;                      // RocksDB directory (required); created if missing
+  std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
+  std::string config;                  // TOML file with the same keys as the flags; "" = none
+  uint32_t k = 4;                      // cluster default data units per stripe
+  uint32_t m = 2;                      // cluster default parity units per stripe
+  uint32_t unit_bytes = 1048576;       // cluster default stripe unit, bytes
+  uint32_t pgs_per_table = 64;         // placement groups per PG table (one table per width)
+  uint32_t heartbeat_timeout_ms = 6000;  // data server silent this long, ms -> marked down
+  uint32_t session_ttl_ms = 10000;     // client session silent this long, ms -> expired
+  std::string log_level = "info";      // trace, debug, info, warn, error, off
+  uint64_t cache_entries = 1000000;    // inodes (and as many dentries) cached in memory, entries
+  uint32_t rpc_threads = 16;           // most gRPC server threads serving requests, threads
+};
+
+// Parses argv into options: flags (--listen, --db, ...) as documented in `aquifer-meta --help`;
+// keys of --config FILE.toml fill every option not given as a flag. Errors: kInvalidArgument
+// with a message for an unknown flag, a bad value, an unreadable or malformed config file, or a
+// missing --db. `help_out` receives the help text when --help is given (then the Result holds
+// options with db empty and *help_out non-empty).
+Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_out);
+
+// Checks option values (k >= 1, unit_bytes a multiple of 4096, ...). Errors: kInvalidArgument.
+Status ValidateMetaOptions(const MetaOptions& options);
+
+}  // namespace aquifer::meta

@@ -1,0 +1,428 @@
+#include "metadata/rpc/meta_rpc.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+
+#include <chrono>
+
+#include "aquifer/units.h"
+#include "meta.grpc.pb.h"
+
+namespace aquifer::meta {
+namespace {
+
+namespace pb = aquifer::rpc;
+
+void SetStatus(pb::RpcStatus* out, const Status& st) {
+  out->set_code(static_cast<int32_t>(st.code()));
+  if (!st.ok()) out->set_message(st.message());
+}
+
+Caller FromPb(const pb::Caller& c) {
+  Caller out;
+  out.uid = c.uid();
+  out.gid = c.gid();
+  out.groups.assign(c.groups().begin(), c.groups().end());
+  out.pid = c.pid();
+  return out;
+}
+
+Timespec FromPb(const pb::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
+
+void ToPb(const Timespec& t, pb::Timespec* out) {
+  out->set_sec(t.sec);
+  out->set_nsec(t.nsec);
+}
+
+void ToPb(const FileLayout& l, pb::Layout* out) {
+  out->set_k(l.k);
+  out->set_m(l.m);
+  out->set_unit_bytes(l.unit_bytes);
+  out->set_pg_start(l.pg_start);
+  out->set_pg_count(l.pg_count);
+}
+
+void ToPb(const Inode& n, pb::Attr* out) {
+  out->set_ino(n.ino.value());
+  out->set_generation(n.generation);
+  out->set_mode(n.mode);
+  out->set_nlink(n.nlink);
+  out->set_uid(n.uid);
+  out->set_gid(n.gid);
+  out->set_size(n.size);
+  out->set_rdev(n.rdev);
+  ToPb(n.atime, out->mutable_atime());
+  ToPb(n.mtime, out->mutable_mtime());
+  ToPb(n.ctime, out->mutable_ctime());
+  if (n.is_reg()) {
+    ToPb(n.layout, out->mutable_layout());
+    out->set_data_version(n.data_version);
+  }
+  out->set_blocks(n.blocks());
+}
+
+// Fills an AttrResponse-like message from a Result<Inode>.
+template <class Resp>
+void FillAttr(const Result<Inode>& r, Resp* resp) {
+  SetStatus(resp->mutable_status(), r.status());
+  if (r.ok()) ToPb(*r, resp->mutable_attr());
+}
+
+LockArgs FromPb(const pb::LockRequest& r) {
+  LockArgs a;
+  a.ino = InodeId(r.ino());
+  a.session = SessionId(r.session());
+  a.owner = r.owner();
+  a.type = static_cast<LockType>(r.type());
+  a.start = r.start();
+  a.end = r.end();
+  a.pid = r.pid();
+  a.flock = r.flock();
+  return a;
+}
+
+class ServiceImpl final : public pb::MetaService::Service {
+ public:
+  explicit ServiceImpl(MetadataService* svc) : svc_(svc) {}
+
+  grpc::Status Lookup(grpc::ServerContext*, const pb::LookupRequest* req,
+                      pb::AttrResponse* resp) override {
+    FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetAttr(grpc::ServerContext*, const pb::GetAttrRequest* req,
+                       pb::AttrResponse* resp) override {
+    FillAttr(svc_->GetAttr(InodeId(req->ino())), resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status SetAttr(grpc::ServerContext*, const pb::SetAttrRequest* req,
+                       pb::AttrResponse* resp) override {
+    SetAttrArgs a;
+    a.valid = req->valid();
+    a.mode = req->mode();
+    a.uid = req->uid();
+    a.gid = req->gid();
+    a.size = req->size();
+    a.atime = FromPb(req->atime());
+    a.mtime = FromPb(req->mtime());
+    a.ctime = FromPb(req->ctime());
+    FillAttr(svc_->SetAttr(InodeId(req->ino()), a, FromPb(req->caller()),
+                           SessionId(req->session())),
+             resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status Create(grpc::ServerContext*, const pb::CreateRequest* req,
+                      pb::CreateResponse* resp) override {
+    CreateArgs a;
+    a.parent = InodeId(req->parent());
+    a.name = req->name();
+    a.mode = req->mode();
+    a.rdev = req->rdev();
+    a.exclusive = req->exclusive();
+    a.session = SessionId(req->session());
+    a.open_for_write = req->open_for_write();
+    auto r = svc_->Create(a, FromPb(req->caller()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      ToPb(r->attr, resp->mutable_attr());
+      resp->set_write_version(r->write_version);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Mkdir(grpc::ServerContext*, const pb::MkdirRequest* req,
+                     pb::AttrResponse* resp) override {
+    FillAttr(svc_->Mkdir(InodeId(req->parent()), req->name(), req->mode(), FromPb(req->caller())),
+             resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status Symlink(grpc::ServerContext*, const pb::SymlinkRequest* req,
+                       pb::AttrResponse* resp) override {
+    FillAttr(svc_->Symlink(InodeId(req->parent()), req->name(), req->target(),
+                           FromPb(req->caller())),
+             resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status Link(grpc::ServerContext*, const pb::LinkRequest* req,
+                    pb::AttrResponse* resp) override {
+    FillAttr(svc_->Link(InodeId(req->ino()), InodeId(req->new_parent()), req->new_name(),
+                        FromPb(req->caller())),
+             resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status Unlink(grpc::ServerContext*, const pb::RemoveRequest* req,
+                      pb::RemoveResponse* resp) override {
+    SetStatus(resp->mutable_status(),
+              svc_->Unlink(InodeId(req->parent()), req->name(), FromPb(req->caller())));
+    return grpc::Status::OK;
+  }
+  grpc::Status Rmdir(grpc::ServerContext*, const pb::RemoveRequest* req,
+                     pb::RemoveResponse* resp) override {
+    SetStatus(resp->mutable_status(),
+              svc_->Rmdir(InodeId(req->parent()), req->name(), FromPb(req->caller())));
+    return grpc::Status::OK;
+  }
+  grpc::Status Rename(grpc::ServerContext*, const pb::RenameRequest* req,
+                      pb::StatusResponse* resp) override {
+    SetStatus(resp->mutable_status(),
+              svc_->Rename(InodeId(req->parent()), req->name(), InodeId(req->new_parent()),
+                           req->new_name(), req->flags(), FromPb(req->caller())));
+    return grpc::Status::OK;
+  }
+  grpc::Status Readlink(grpc::ServerContext*, const pb::ReadlinkRequest* req,
+                        pb::ReadlinkResponse* resp) override {
+    auto r = svc_->Readlink(InodeId(req->ino()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) resp->set_target(*r);
+    return grpc::Status::OK;
+  }
+  grpc::Status ReadDir(grpc::ServerContext*, const pb::ReadDirRequest* req,
+                       pb::ReadDirResponse* resp) override {
+    bool eof = false;
+    auto r = svc_->ReadDir(InodeId(req->ino()), req->cookie(), req->max_entries(), req->plus(),
+                           FromPb(req->caller()), &eof);
+    SetStatus(resp->mutable_status(), r.status());
+    if (!r.ok()) return grpc::Status::OK;
+    for (const DirEntry& e : *r) {
+      pb::DirEntry* out = resp->add_entries();
+      out->set_name(e.name);
+      out->set_ino(e.ino.value());
+      out->set_mode(e.mode);
+      out->set_cookie(e.cookie);
+      if (e.attr) ToPb(*e.attr, out->mutable_attr());
+    }
+    resp->set_eof(eof);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+                        pb::XattrResponse* resp) override {
+    auto r = svc_->GetXattr(InodeId(req->ino()), req->name(), FromPb(req->caller()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) resp->set_value(*r);
+    return grpc::Status::OK;
+  }
+  grpc::Status SetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+                        pb::XattrResponse* resp) override {
+    SetStatus(resp->mutable_status(), svc_->SetXattr(InodeId(req->ino()), req->name(),
+                                                     req->value(), req->flags(),
+                                                     FromPb(req->caller())));
+    return grpc::Status::OK;
+  }
+  grpc::Status ListXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+                         pb::XattrResponse* resp) override {
+    auto r = svc_->ListXattr(InodeId(req->ino()), FromPb(req->caller()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      for (const std::string& n : *r) resp->add_names(n);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status RemoveXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+                           pb::XattrResponse* resp) override {
+    SetStatus(resp->mutable_status(),
+              svc_->RemoveXattr(InodeId(req->ino()), req->name(), FromPb(req->caller())));
+    return grpc::Status::OK;
+  }
+  grpc::Status StatFs(grpc::ServerContext*, const pb::StatFsRequest*,
+                      pb::StatFsResponse* resp) override {
+    auto r = svc_->StatFs();
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_total_bytes(r->total_bytes);
+      resp->set_free_bytes(r->free_bytes);
+      resp->set_files(r->files);
+      resp->set_usable_total_bytes(r->usable_total_bytes);
+      resp->set_usable_free_bytes(r->usable_free_bytes);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Open(grpc::ServerContext*, const pb::OpenRequest* req,
+                    pb::OpenResponse* resp) override {
+    auto r = svc_->Open(InodeId(req->ino()), req->flags(), SessionId(req->session()),
+                        FromPb(req->caller()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      ToPb(r->attr, resp->mutable_attr());
+      resp->set_write_version(r->write_version);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
+                       pb::StatusResponse* resp) override {
+    SetStatus(resp->mutable_status(),
+              svc_->Release(InodeId(req->ino()), SessionId(req->session()), req->was_write()));
+    return grpc::Status::OK;
+  }
+  grpc::Status Commit(grpc::ServerContext*, const pb::CommitRequest* req,
+                      pb::CommitResponse* resp) override {
+    CommitArgs a;
+    a.ino = InodeId(req->ino());
+    a.session = SessionId(req->session());
+    a.size = req->size();
+    a.mtime = FromPb(req->mtime());
+    a.write_version = req->write_version();
+    a.sync = req->sync();
+    auto r = svc_->Commit(a);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      ToPb(r->attr, resp->mutable_attr());
+      resp->set_next_write_version(r->next_write_version);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status OpenSession(grpc::ServerContext*, const pb::OpenSessionRequest* req,
+                           pb::OpenSessionResponse* resp) override {
+    auto r = svc_->OpenSession(req->client_name());
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_session(r->session.value());
+      resp->set_lease_ttl_ms(r->lease_ttl_ms);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status KeepAlive(grpc::ServerContext*, const pb::SessionRequest* req,
+                         pb::StatusResponse* resp) override {
+    SetStatus(resp->mutable_status(), svc_->KeepAlive(SessionId(req->session())));
+    return grpc::Status::OK;
+  }
+  grpc::Status CloseSession(grpc::ServerContext*, const pb::SessionRequest* req,
+                            pb::StatusResponse* resp) override {
+    SetStatus(resp->mutable_status(), svc_->CloseSession(SessionId(req->session())));
+    return grpc::Status::OK;
+  }
+  grpc::Status SetLock(grpc::ServerContext*, const pb::LockRequest* req,
+                       pb::LockResponse* resp) override {
+    SetStatus(resp->mutable_status(), svc_->SetLock(FromPb(*req)));
+    return grpc::Status::OK;
+  }
+  grpc::Status GetLock(grpc::ServerContext*, const pb::LockRequest* req,
+                       pb::LockResponse* resp) override {
+    auto r = svc_->GetLock(FromPb(*req));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_type(static_cast<uint32_t>(r->type));
+      resp->set_start(r->start);
+      resp->set_end(r->end);
+      resp->set_pid(r->pid);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status RegisterServer(grpc::ServerContext*, const pb::RegisterServerRequest* req,
+                              pb::RegisterServerResponse* resp) override {
+    ServerRegistration reg;
+    reg.address = req->address();
+    reg.failure_domain = req->failure_domain();
+    reg.capacity_bytes = req->capacity_bytes();
+    reg.used_bytes = req->used_bytes();
+    reg.server_uuid = req->server_uuid();
+    auto r = svc_->RegisterServer(reg);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_server_id(r->first.value());
+      resp->set_heartbeat_interval_ms(r->second);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* req,
+                         pb::HeartbeatResponse* resp) override {
+    HeartbeatArgs a;
+    a.server = ServerId(req->server_id());
+    a.capacity_bytes = req->capacity_bytes();
+    a.used_bytes = req->used_bytes();
+    a.chunk_count = req->chunk_count();
+    a.gc_done.assign(req->gc_done().begin(), req->gc_done().end());
+    auto r = svc_->Heartbeat(a);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_map_version(r->map_version);
+      for (const GcTask& t : r->gc) {
+        pb::GcTask* out = resp->add_gc();
+        out->set_id(t.id);
+        out->set_ino(t.ino.value());
+        out->set_from_stripe(t.from_stripe);
+        out->set_max_version(t.max_version);
+      }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status GetClusterMap(grpc::ServerContext*, const pb::ClusterMapRequest*,
+                             pb::ClusterMapResponse* resp) override {
+    ClusterMap map = svc_->GetClusterMap();
+    SetStatus(resp->mutable_status(), OkStatus());
+    resp->set_version(map.version);
+    for (const ServerStatus& s : map.servers) {
+      pb::ServerInfo* out = resp->add_servers();
+      out->set_id(s.record.id.value());
+      out->set_address(s.record.address);
+      out->set_failure_domain(s.record.failure_domain);
+      out->set_up(s.up);
+      out->set_capacity_bytes(s.record.capacity_bytes);
+      out->set_used_bytes(s.record.used_bytes);
+      out->set_chunk_count(s.chunk_count);
+      out->set_last_heartbeat_ms_ago(s.last_heartbeat_ms_ago);
+    }
+    for (const PgTable& t : map.pg_tables) {
+      pb::PgTable* out = resp->add_pg_tables();
+      out->set_width(t.width);
+      for (const auto& pg : t.pgs) {
+        pb::PlacementGroup* g = out->add_pgs();
+        for (ServerId s : pg) g->add_targets(s.value());
+      }
+    }
+    resp->set_default_k(map.default_k);
+    resp->set_default_m(map.default_m);
+    resp->set_default_unit_bytes(map.default_unit_bytes);
+    return grpc::Status::OK;
+  }
+  grpc::Status Sync(grpc::ServerContext*, const pb::SyncRequest*,
+                    pb::StatusResponse* resp) override {
+    SetStatus(resp->mutable_status(), svc_->Sync());
+    return grpc::Status::OK;
+  }
+
+ private:
+  MetadataService* svc_;
+};
+
+}  // namespace
+
+struct MetaRpcServer::Impl {
+  std::unique_ptr<ServiceImpl> service;
+  std::unique_ptr<grpc::Server> server;
+  bool stopped = false;
+};
+
+Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* service,
+                                                            const std::string& listen,
+                                                            uint32_t threads) {
+  std::unique_ptr<MetaRpcServer> out(new MetaRpcServer());
+  out->impl_ = std::make_unique<Impl>();
+  out->impl_->service = std::make_unique<ServiceImpl>(service);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(out->impl_->service.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+  grpc::ResourceQuota quota("aquifer-meta");
+  quota.SetMaxThreads(static_cast<int>(std::max<uint32_t>(threads, 2)));
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+  out->impl_->server = builder.BuildAndStart();
+  if (!out->impl_->server || port == 0) return Unavailable("cannot listen on " + listen);
+  std::string host = listen.substr(0, listen.rfind(':'));
+  out->address_ = host + ":" + std::to_string(port);
+  return out;
+}
+
+void MetaRpcServer::Shutdown() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->server->Wait();
+}
+
+MetaRpcServer::~MetaRpcServer() { Shutdown(); }
+
+}  // namespace aquifer::meta

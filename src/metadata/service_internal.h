@@ -1,0 +1,82 @@
+// Private to MetadataService's .cc files: the transaction helper and small shared rules.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <set>
+#include <tuple>
+
+#include "aquifer/units.h"
+#include "metadata/metadata_service.h"
+
+namespace aquifer::meta {
+
+inline constexpr uint32_t kMaxLinks = 65000;          // nlink limit (as ext4)
+inline constexpr uint32_t kMaxReadDirEntries = 1024;  // per ReadDir call
+inline constexpr uint64_t kMaxXattrValueBytes = 64 * 1024;
+inline constexpr uint64_t kVersionReserveStep = 1 << 20;  // write versions reserved per disk write
+inline constexpr uint32_t kDirSizeBytes = 4096;
+
+// One namespace mutation being built under mu_ exclusive: inodes it loaded (each at most once,
+// so two names for one directory alias correctly), dentries it changed, and the batch. Nothing
+// in memory changes until MetadataService::Apply wrote the batch.
+struct MetadataService::Txn {
+  explicit Txn(MetadataService* s) : svc(s) {}
+
+  // The inode as this transaction sees it. Errors: kNotFound, store errors.
+  Result<Inode*> Get(InodeId ino) {
+    auto it = inodes.find(ino.value());
+    if (it != inodes.end()) return &it->second;
+    auto n = svc->LoadInode(ino);
+    if (!n.ok()) return n.status();
+    return &inodes.emplace(ino.value(), std::move(*n)).first->second;
+  }
+  Inode* Add(Inode inode) {
+    uint64_t ino = inode.ino.value();
+    Inode* p = &(inodes[ino] = std::move(inode));
+    dirty.insert(ino);
+    return p;
+  }
+  void Dirty(const Inode* n) { dirty.insert(n->ino.value()); }
+  void Remove(const Inode* n) {
+    deleted.insert(n->ino.value());
+    dirty.erase(n->ino.value());
+  }
+  void PutDentry(InodeId parent, std::string_view name, const Dentry& d) {
+    batch.PutDentry(parent, name, d);
+    dentries.emplace_back(parent, std::string(name), d);
+  }
+  void DeleteDentry(InodeId parent, std::string_view name, uint64_t seq) {
+    batch.DeleteDentry(parent, name, seq);
+    dentries.emplace_back(parent, std::string(name), std::nullopt);
+  }
+
+  MetadataService* svc;
+  StoreBatch batch;
+  std::unordered_map<uint64_t, Inode> inodes;
+  std::set<uint64_t> dirty;
+  std::set<uint64_t> deleted;
+  std::vector<std::tuple<InodeId, std::string, std::optional<Dentry>>> dentries;
+  std::vector<GcTask> gc;
+  uint64_t new_inos = 0;     // inode numbers taken from next_ino_
+  int64_t inode_delta = 0;   // change of inode_count_
+  uint64_t new_gc = 0;       // ids taken from next_gc_id_
+  uint64_t new_versions = 0; // write versions taken from next_version_
+};
+
+// Checks a name for a new or removed entry: kNameTooLong over 255 bytes; kInvalidArgument for
+// "", ".", "..", or a name holding '/' or NUL.
+Status ValidateName(std::string_view name);
+
+// Whether `caller` may access `inode` with `mask` (R_OK 4 | W_OK 2 | X_OK 1). Root passes,
+// except X on a non-directory without any x bit. Error: kPermissionDenied.
+Status CheckAccess(const Inode& inode, const Caller& caller, int mask);
+
+// Whether the caller's gid or supplementary groups include `gid`.
+bool InGroup(const Caller& caller, uint32_t gid);
+
+// Sticky directories: only the owner of the entry, of the directory, or root may remove or
+// rename it. Error: kNotPermitted.
+Status CheckSticky(const Inode& dir, const Inode& victim, const Caller& caller);
+
+}  // namespace aquifer::meta

@@ -1,0 +1,735 @@
+// MetadataService: opens and commits, sessions, leases and locks, xattrs and layouts, statfs,
+// data-server membership, placement-group tables and GC tasks.
+#include <fcntl.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "common/logging.h"
+#include "metadata/service_internal.h"
+
+namespace aquifer::meta {
+
+namespace {
+uint64_t Mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+bool Overlaps(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) { return a0 <= b1 && b0 <= a1; }
+}  // namespace
+
+// --- opens and commits ------------------------------------------------------------------------
+bool MetadataService::SessionAlive(uint64_t session) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return false;
+  return clocks_.mono_ms() - it->second->last_seen_ms.load() <= options_.session_ttl_ms;
+}
+
+void MetadataService::TouchSession(SessionId session) {
+  auto it = sessions_.find(session.value());
+  if (it != sessions_.end() && SessionAlive(session.value())) {
+    it->second->last_seen_ms.store(clocks_.mono_ms());
+  }
+}
+
+Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId session,
+                                         const Caller& caller) {
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return nr.status();
+  Inode* n = *nr;
+  const uint32_t acc = flags & O_ACCMODE;
+  if (acc == O_ACCMODE) return InvalidArgument("open: bad access mode");
+  const bool write = acc == O_WRONLY || acc == O_RDWR;
+  const bool trunc = write && (flags & O_TRUNC);
+  if (n->is_dir() && write) return Status(Code::kIsDirectory, "open of a directory for write");
+  int mask = (acc != O_WRONLY ? R_OK : 0) | (write ? W_OK : 0);
+  AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, mask));
+  const uint64_t s = session.value();
+  if (s != 0 && !SessionAlive(s)) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  const bool lease = write && n->is_reg();
+  if (lease) {
+    auto st = states_.find(ino.value());
+    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s &&
+        SessionAlive(st->second.lease_holder)) {
+      return Status(Code::kWouldBlock, "inode " + ino.ToString() +
+                                           " is open for write by session " +
+                                           std::to_string(st->second.lease_holder));
+    }
+  }
+  OpenResult out;
+  if (lease) out.write_version = NextWriteVersion(txn);
+  if (trunc && n->is_reg() && n->size > 0) {
+    AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, 0));
+    n->mtime = n->ctime = clocks_.wall();
+  }
+  AQ_RETURN_IF_ERROR(Apply(txn, false));
+  out.attr = *n;
+  if (s != 0) {
+    InodeState& st = states_[ino.value()];
+    OpenCount& oc = st.opens[s];
+    oc.total++;
+    if (lease) {
+      oc.write++;
+      st.lease_holder = s;
+    }
+    sessions_.at(s)->inodes.insert(ino.value());
+    TouchSession(session);
+  }
+  return out;
+}
+
+Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) {
+  const uint64_t s = session.value();
+  if (s == 0) return OkStatus();
+  std::unique_lock lock(mu_);
+  TouchSession(session);
+  auto st = states_.find(ino.value());
+  if (st == states_.end()) return OkStatus();
+  auto oc = st->second.opens.find(s);
+  if (oc == st->second.opens.end()) return OkStatus();
+  if (oc->second.total > 0) oc->second.total--;
+  if (was_write && oc->second.write > 0) oc->second.write--;
+  if (oc->second.write == 0 && st->second.lease_holder == s) st->second.lease_holder = 0;
+  if (oc->second.total == 0) {
+    st->second.opens.erase(oc);
+    auto& locks = st->second.locks;  // no descriptor of this session is left: its locks go
+    locks.erase(std::remove_if(locks.begin(), locks.end(),
+                               [s](const LockRecord& l) { return l.session == s; }),
+                locks.end());
+    auto sess = sessions_.find(s);
+    if (sess != sessions_.end()) sess->second->inodes.erase(ino.value());
+  }
+  if (st->second.empty()) states_.erase(st);
+  Txn txn(this);
+  AQ_RETURN_IF_ERROR(MaybeDeleteOrphan(txn, ino));
+  Status applied = Apply(txn, false);
+  if (!applied.ok()) {
+    // The orphan marker stays; the next start deletes the inode.
+    Logger("meta")->error("release orphan inode={} failed: {}", ino.value(), applied.ToString());
+  }
+  return applied;
+}
+
+Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
+  CommitResult out;
+  {
+    std::unique_lock lock(mu_);
+    Txn txn(this);
+    auto nr = txn.Get(a.ino);
+    if (!nr.ok()) return nr.status();
+    Inode* n = *nr;
+    if (n->is_dir()) return Status(Code::kIsDirectory, "commit on a directory");
+    if (!n->is_reg()) return InvalidArgument("commit on a non-regular file");
+    const uint64_t s = a.session.value();
+    auto st = states_.find(a.ino.value());
+    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s &&
+        SessionAlive(st->second.lease_holder)) {
+      return Status(Code::kStale, "commit: the write lease of inode " + a.ino.ToString() +
+                                      " is held by another session");
+    }
+    if (a.write_version == 0 || a.write_version >= next_version_) {
+      return InvalidArgument("commit: write version " + std::to_string(a.write_version) +
+                             " was never handed out");
+    }
+    if (a.write_version < n->data_version) {
+      return Status(Code::kStale, "commit: write version " + std::to_string(a.write_version) +
+                                      " is older than committed " +
+                                      std::to_string(n->data_version));
+    }
+    if (a.mtime.nsec >= 1000000000u) return InvalidArgument("commit: mtime nsec");
+    // Shrinking through a commit: chunks of committed versions past the new end are garbage.
+    AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, a.size));
+    n->size = a.size;
+    n->mtime = a.mtime;
+    n->ctime = clocks_.wall();
+    n->data_version = std::max(n->data_version, a.write_version);
+    txn.Dirty(n);
+    out.next_write_version = NextWriteVersion(txn);
+    AQ_RETURN_IF_ERROR(Apply(txn, false));
+    out.attr = *n;
+    if (s != 0) TouchSession(a.session);
+  }
+  // fsync: make it durable without holding the namespace lock across the disk flush.
+  if (a.sync) AQ_RETURN_IF_ERROR(store_->Sync());
+  return out;
+}
+
+// --- sessions ---------------------------------------------------------------------------------
+Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name) {
+  std::unique_lock lock(mu_);
+  // Ids never repeat across restarts: the boot epoch is in the high bits.
+  uint64_t id = (generation_ << 32) | ++next_session_;
+  auto sess = std::make_unique<Session>();
+  sess->client_name = std::string(client_name);
+  sess->last_seen_ms.store(clocks_.mono_ms());
+  sessions_[id] = std::move(sess);
+  Logger("meta")->info("open session={} client={}", id, client_name);
+  return SessionGrant{SessionId(id), options_.session_ttl_ms};
+}
+
+Status MetadataService::KeepAlive(SessionId session) {
+  std::shared_lock lock(mu_);
+  if (!SessionAlive(session.value())) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  sessions_.at(session.value())->last_seen_ms.store(clocks_.mono_ms());
+  return OkStatus();
+}
+
+void MetadataService::ReleaseAllOf(Txn& txn, uint64_t s) {
+  auto it = sessions_.find(s);
+  if (it == sessions_.end()) return;
+  std::vector<uint64_t> inodes(it->second->inodes.begin(), it->second->inodes.end());
+  sessions_.erase(it);
+  for (uint64_t ino : inodes) {
+    auto st = states_.find(ino);
+    if (st == states_.end()) continue;
+    st->second.opens.erase(s);
+    if (st->second.lease_holder == s) st->second.lease_holder = 0;
+    auto& locks = st->second.locks;
+    locks.erase(std::remove_if(locks.begin(), locks.end(),
+                               [s](const LockRecord& l) { return l.session == s; }),
+                locks.end());
+    if (st->second.empty()) states_.erase(st);
+    Status del = MaybeDeleteOrphan(txn, InodeId(ino));
+    if (!del.ok()) {
+      Logger("meta")->error("drop orphan inode={} failed: {}", ino, del.ToString());
+    }
+  }
+}
+
+Status MetadataService::CloseSession(SessionId session) {
+  std::unique_lock lock(mu_);
+  if (!sessions_.count(session.value())) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  Txn txn(this);
+  ReleaseAllOf(txn, session.value());
+  Logger("meta")->info("close session={}", session.value());
+  return Apply(txn, false);
+}
+
+// --- locks ------------------------------------------------------------------------------------
+Status MetadataService::SetLock(const LockArgs& a) {
+  if (a.type != LockType::kRead && a.type != LockType::kWrite && a.type != LockType::kUnlock) {
+    return InvalidArgument("lock: bad type");
+  }
+  if (a.start > a.end) return InvalidArgument("lock: start past end");
+  const uint64_t s = a.session.value();
+  std::unique_lock lock(mu_);
+  if (!SessionAlive(s)) {
+    return Status(Code::kStale, "session " + a.session.ToString() + " unknown or expired");
+  }
+  auto n = LoadInode(a.ino);
+  if (!n.ok()) return n.status();
+  TouchSession(a.session);
+  const uint64_t start = a.flock ? 0 : a.start;
+  const uint64_t end = a.flock ? UINT64_MAX : a.end;
+  InodeState& st = states_[a.ino.value()];
+  auto mine = [&](const LockRecord& l) {
+    return l.session == s && l.owner == a.owner && l.flock == a.flock;
+  };
+  if (a.type != LockType::kUnlock) {
+    for (const LockRecord& l : st.locks) {
+      if (l.flock != a.flock || mine(l) || !Overlaps(l.start, l.end, start, end)) continue;
+      if (l.type == LockType::kWrite || a.type == LockType::kWrite) {
+        return Status(Code::kWouldBlock, "lock held by pid " + std::to_string(l.pid));
+      }
+    }
+  }
+  // Cut the owner's own locks out of [start, end], keeping the parts outside.
+  std::vector<LockRecord> kept;
+  for (const LockRecord& l : st.locks) {
+    if (!mine(l) || !Overlaps(l.start, l.end, start, end)) {
+      kept.push_back(l);
+      continue;
+    }
+    if (l.start < start) {
+      LockRecord left = l;
+      left.end = start - 1;
+      kept.push_back(left);
+    }
+    if (l.end > end) {
+      LockRecord right = l;
+      right.start = end + 1;
+      kept.push_back(right);
+    }
+  }
+  if (a.type != LockType::kUnlock) {
+    kept.push_back(LockRecord{s, a.owner, a.type, start, end, a.pid, a.flock});
+  }
+  st.locks = std::move(kept);
+  if (st.empty()) {
+    states_.erase(a.ino.value());
+  } else if (!st.locks.empty()) {
+    sessions_.at(s)->inodes.insert(a.ino.value());
+  }
+  return OkStatus();
+}
+
+Result<LockInfo> MetadataService::GetLock(const LockArgs& a) {
+  if (a.start > a.end) return InvalidArgument("lock: start past end");
+  std::shared_lock lock(mu_);
+  auto n = LoadInode(a.ino);
+  if (!n.ok()) return n.status();
+  LockInfo info;
+  auto st = states_.find(a.ino.value());
+  if (st == states_.end() || a.type == LockType::kUnlock) return info;
+  const uint64_t start = a.flock ? 0 : a.start;
+  const uint64_t end = a.flock ? UINT64_MAX : a.end;
+  for (const LockRecord& l : st->second.locks) {
+    if (l.flock != a.flock) continue;
+    if (l.session == a.session.value() && l.owner == a.owner) continue;
+    if (!Overlaps(l.start, l.end, start, end)) continue;
+    if (l.type == LockType::kWrite || a.type == LockType::kWrite) {
+      return LockInfo{l.type, l.start, l.end, l.pid};
+    }
+  }
+  return info;
+}
+
+// --- xattrs and layouts -----------------------------------------------------------------------
+std::string MetadataService::LayoutText(const FileLayout& l) const {
+  return "k=" + std::to_string(l.k) + " m=" + std::to_string(l.m) +
+         " unit=" + std::to_string(l.unit_bytes);
+}
+
+Result<FileLayout> MetadataService::ParseLayoutText(std::string_view text, const FileLayout& base) {
+  FileLayout l = base;
+  bool any = false;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
+                               text[i] == ',' || text[i] == '\0')) {
+      ++i;
+    }
+    if (i >= text.size()) break;
+    size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' &&
+           text[j] != ',' && text[j] != '\0') {
+      ++j;
+    }
+    std::string_view tok = text.substr(i, j - i);
+    i = j;
+    size_t eq = tok.find('=');
+    if (eq == std::string_view::npos) return InvalidArgument("layout: expected key=value");
+    std::string_view key = tok.substr(0, eq), val = tok.substr(eq + 1);
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (val.empty() || ec != std::errc() || ptr != val.data() + val.size() || v > UINT32_MAX) {
+      return InvalidArgument("layout: bad number for " + std::string(key));
+    }
+    if (key == "k") {
+      l.k = static_cast<uint32_t>(v);
+    } else if (key == "m") {
+      l.m = static_cast<uint32_t>(v);
+    } else if (key == "unit" || key == "unit_bytes") {
+      l.unit_bytes = static_cast<uint32_t>(v);
+    } else {
+      return InvalidArgument("layout: unknown key " + std::string(key));
+    }
+    any = true;
+  }
+  if (!any) return InvalidArgument("layout: empty value");
+  MetaOptions check = options_;
+  check.k = l.k;
+  check.m = l.m;
+  check.unit_bytes = l.unit_bytes;
+  Status valid = ValidateMetaOptions(check);
+  if (!valid.ok()) return InvalidArgument("layout: " + valid.message());
+  l.pg_start = l.pg_count = 0;
+  return l;
+}
+
+Status MetadataService::SetLayoutXattr(Txn& txn, Inode* n, std::string_view value,
+                                       const Caller& caller) {
+  if (caller.uid != 0 && caller.uid != n->uid) {
+    return Status(Code::kNotPermitted, "layout: not the owner");
+  }
+  if (n->is_dir()) {
+    auto l = ParseLayoutText(value, n->dir_default.empty() ? default_layout_ : n->dir_default);
+    if (!l.ok()) return l.status();
+    n->dir_default = *l;
+  } else if (n->is_reg()) {
+    auto l = ParseLayoutText(value, n->layout);
+    if (!l.ok()) return l.status();
+    if (l->k == n->layout.k && l->m == n->layout.m && l->unit_bytes == n->layout.unit_bytes) {
+      return OkStatus();  // the same value: cp -a / rsync -X copies succeed
+    }
+    if (n->size != 0) {
+      return InvalidArgument("layout: a file's layout can change only while its size is 0");
+    }
+    FileLayout nl = *l;
+    {
+      std::lock_guard lock(cluster_mu_);
+      AQ_RETURN_IF_ERROR(EnsurePgTable(nl.k + nl.m));
+      nl.pg_count = static_cast<uint32_t>(pg_tables_.at(nl.k + nl.m).pgs.size());
+    }
+    nl.pg_start = static_cast<uint32_t>(n->ino.value() % nl.pg_count);
+    n->layout = nl;
+  } else {
+    return Status(Code::kNotSupported, "layout: only files and directories have one");
+  }
+  n->ctime = clocks_.wall();
+  txn.Dirty(n);
+  return OkStatus();
+}
+
+namespace {
+enum class XattrNs { kUser, kTrusted, kSecurity };
+
+Result<XattrNs> XattrNamespace(std::string_view name) {
+  if (name.empty()) return InvalidArgument("empty xattr name");
+  if (name.size() > kMaxNameBytes) return Status(Code::kRange, "xattr name over 255 bytes");
+  if (name.starts_with("user.")) return XattrNs::kUser;
+  if (name.starts_with("trusted.")) return XattrNs::kTrusted;
+  if (name.starts_with("security.")) return XattrNs::kSecurity;
+  return Status(Code::kNotSupported, "xattr namespace not supported: " + std::string(name));
+}
+}  // namespace
+
+Result<std::string> MetadataService::GetXattr(InodeId ino, std::string_view name,
+                                              const Caller& caller) {
+  std::shared_lock lock(mu_);
+  auto n = LoadInode(ino);
+  if (!n.ok()) return n.status();
+  if (name == kLayoutXattr) {
+    if (n->is_dir()) return LayoutText(n->dir_default.empty() ? default_layout_ : n->dir_default);
+    if (n->is_reg()) return LayoutText(n->layout);
+    return Status(Code::kNoData, "no layout on this file type");
+  }
+  auto ns = XattrNamespace(name);
+  if (!ns.ok()) return ns.status();
+  if (*ns == XattrNs::kUser) AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, R_OK));
+  if (*ns == XattrNs::kTrusted && caller.uid != 0) {
+    return Status(Code::kNoData, "trusted xattrs are root's");
+  }
+  auto v = store_->GetXattr(ino, name);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return Status(Code::kNoData, "no xattr " + std::string(name));
+  return std::move(**v);
+}
+
+Status MetadataService::SetXattr(InodeId ino, std::string_view name, std::string_view value,
+                                 uint32_t flags, const Caller& caller) {
+  if (flags & ~uint32_t{XATTR_CREATE | XATTR_REPLACE}) return InvalidArgument("xattr: bad flags");
+  if ((flags & XATTR_CREATE) && (flags & XATTR_REPLACE)) {
+    return InvalidArgument("xattr: CREATE and REPLACE together");
+  }
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return nr.status();
+  Inode* n = *nr;
+  if (name == kLayoutXattr) {
+    AQ_RETURN_IF_ERROR(SetLayoutXattr(txn, n, value, caller));
+    return Apply(txn, false);
+  }
+  auto ns = XattrNamespace(name);
+  if (!ns.ok()) return ns.status();
+  if (*ns == XattrNs::kUser) {
+    if (!n->is_reg() && !n->is_dir()) {
+      return Status(Code::kNotPermitted, "user xattrs only on files and directories");
+    }
+    AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, W_OK));
+  } else if (caller.uid != 0) {
+    return Status(Code::kNotPermitted, "trusted and security xattrs need root");
+  }
+  if (value.size() > kMaxXattrValueBytes) return Status(Code::kRange, "xattr value over 64 KiB");
+  auto existing = store_->GetXattr(ino, name);
+  if (!existing.ok()) return existing.status();
+  if ((flags & XATTR_CREATE) && existing->has_value()) {
+    return AlreadyExists("xattr " + std::string(name) + " exists");
+  }
+  if ((flags & XATTR_REPLACE) && !existing->has_value()) {
+    return Status(Code::kNoData, "no xattr " + std::string(name));
+  }
+  txn.batch.PutXattr(ino, name, value);
+  n->ctime = clocks_.wall();
+  txn.Dirty(n);
+  return Apply(txn, false);
+}
+
+Result<std::vector<std::string>> MetadataService::ListXattr(InodeId ino, const Caller& caller) {
+  std::shared_lock lock(mu_);
+  auto n = LoadInode(ino);
+  if (!n.ok()) return n.status();
+  auto names = store_->ListXattrNames(ino);
+  if (!names.ok()) return names.status();
+  // aquifer.layout is never listed (see docs/design.md): copies never carry it along.
+  if (caller.uid != 0) {
+    std::erase_if(*names, [](const std::string& s) { return s.starts_with("trusted."); });
+  }
+  return names;
+}
+
+Status MetadataService::RemoveXattr(InodeId ino, std::string_view name, const Caller& caller) {
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return nr.status();
+  Inode* n = *nr;
+  if (name == kLayoutXattr) {
+    if (!n->is_dir()) return Status(Code::kNotPermitted, "a file's layout cannot be removed");
+    if (caller.uid != 0 && caller.uid != n->uid) {
+      return Status(Code::kNotPermitted, "layout: not the owner");
+    }
+    if (n->dir_default.empty()) return Status(Code::kNoData, "no default layout set here");
+    n->dir_default = FileLayout{};
+    n->ctime = clocks_.wall();
+    txn.Dirty(n);
+    return Apply(txn, false);
+  }
+  auto ns = XattrNamespace(name);
+  if (!ns.ok()) return ns.status();
+  if (*ns == XattrNs::kUser) {
+    AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, W_OK));
+  } else if (caller.uid != 0) {
+    return Status(Code::kNotPermitted, "trusted and security xattrs need root");
+  }
+  auto existing = store_->GetXattr(ino, name);
+  if (!existing.ok()) return existing.status();
+  if (!existing->has_value()) return Status(Code::kNoData, "no xattr " + std::string(name));
+  txn.batch.DeleteXattr(ino, name);
+  n->ctime = clocks_.wall();
+  txn.Dirty(n);
+  return Apply(txn, false);
+}
+
+Result<FsStats> MetadataService::StatFs() {
+  FsStats out;
+  {
+    std::shared_lock lock(mu_);
+    out.files = inode_count_;
+  }
+  std::lock_guard lock(cluster_mu_);
+  for (const auto& [id, s] : servers_) {
+    if (!s.up) continue;
+    out.total_bytes += s.record.capacity_bytes;
+    out.free_bytes += s.record.capacity_bytes - std::min(s.record.used_bytes,
+                                                         s.record.capacity_bytes);
+  }
+  const uint64_t k = options_.k, w = options_.k + options_.m;
+  out.usable_total_bytes = static_cast<uint64_t>(static_cast<long double>(out.total_bytes) * k / w);
+  out.usable_free_bytes = static_cast<uint64_t>(static_cast<long double>(out.free_bytes) * k / w);
+  return out;
+}
+
+// --- membership -------------------------------------------------------------------------------
+void MetadataService::BumpMapVersion() { ++map_version_; }
+
+Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
+    const ServerRegistration& reg) {
+  if (reg.server_uuid.empty()) return InvalidArgument("register: empty server_uuid");
+  if (reg.address.empty()) return InvalidArgument("register: empty address");
+  std::lock_guard lock(cluster_mu_);
+  ServerState* found = nullptr;
+  for (auto& [id, s] : servers_) {
+    if (s.record.uuid == reg.server_uuid) found = &s;
+  }
+  ServerState next;
+  if (found) {
+    next = *found;
+  } else {
+    next.record.id = ServerId(next_server_);
+    next.record.uuid = reg.server_uuid;
+  }
+  bool changed = !found || !found->up || found->record.address != reg.address ||
+                 found->record.failure_domain != reg.failure_domain;
+  next.record.address = reg.address;
+  next.record.failure_domain = reg.failure_domain;
+  next.record.capacity_bytes = reg.capacity_bytes;
+  next.record.used_bytes = reg.used_bytes;
+  next.up = true;
+  next.last_heartbeat_ms = clocks_.mono_ms();
+  StoreBatch b;
+  b.PutServer(next.record);
+  if (changed) b.PutCounter("map_version", map_version_ + 1);
+  AQ_RETURN_IF_ERROR(store_->Write(b, true));
+  if (!found) next_server_++;
+  if (changed) BumpMapVersion();
+  ServerId id = next.record.id;
+  Logger("meta")->info("register server={} uuid={} address={} domain={} new={}", id.value(),
+                       reg.server_uuid, reg.address, reg.failure_domain, found == nullptr);
+  servers_[id.value()] = std::move(next);
+  uint32_t interval = std::max<uint32_t>(10, options_.heartbeat_timeout_ms / 3);
+  return std::make_pair(id, interval);
+}
+
+Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
+  std::lock_guard lock(cluster_mu_);
+  auto it = servers_.find(a.server.value());
+  if (it == servers_.end()) {
+    return NotFound("unknown server id " + a.server.ToString() + ": register again");
+  }
+  ServerState& s = it->second;
+  s.record.capacity_bytes = a.capacity_bytes;
+  s.record.used_bytes = a.used_bytes;
+  s.chunk_count = a.chunk_count;
+  s.last_heartbeat_ms = clocks_.mono_ms();
+  StoreBatch b;
+  if (!s.up) {
+    s.up = true;
+    BumpMapVersion();
+    b.PutCounter("map_version", map_version_);
+    Logger("meta")->info("server up server={}", a.server.value());
+  }
+  std::vector<uint64_t> finished;
+  for (uint64_t id : a.gc_done) {
+    auto t = gc_tasks_.find(id);
+    if (t == gc_tasks_.end()) continue;
+    auto& acked = t->second.acked;
+    if (std::find(acked.begin(), acked.end(), a.server.value()) == acked.end()) {
+      acked.push_back(a.server.value());
+    }
+    bool all = true;
+    for (const auto& [sid, other] : servers_) {
+      if (std::find(acked.begin(), acked.end(), sid) == acked.end()) all = false;
+    }
+    if (all) {
+      b.DeleteGcTask(id);
+      finished.push_back(id);
+    } else {
+      b.PutGcTask(t->second);
+    }
+  }
+  // An ack lost to a crash is harmless: the task is resent and GC is idempotent.
+  if (!b.empty()) AQ_RETURN_IF_ERROR(store_->Write(b, false));
+  for (uint64_t id : finished) gc_tasks_.erase(id);
+  HeartbeatReply reply;
+  reply.map_version = map_version_;
+  for (const auto& [id, t] : gc_tasks_) {
+    if (std::find(t.acked.begin(), t.acked.end(), a.server.value()) != t.acked.end()) continue;
+    GcTask copy = t;
+    copy.acked.clear();
+    reply.gc.push_back(std::move(copy));
+    if (reply.gc.size() >= 4096) break;
+  }
+  return reply;
+}
+
+Status MetadataService::EnsurePgTable(uint32_t width) {
+  if (pg_tables_.count(width)) return OkStatus();
+  std::vector<const ServerState*> up;
+  std::set<std::string> domains;
+  for (const auto& [id, s] : servers_) {
+    if (!s.up) continue;
+    up.push_back(&s);
+    domains.insert(s.record.failure_domain);
+  }
+  if (domains.size() < width) {
+    return Unavailable("need " + std::to_string(width) +
+                       " data servers in distinct failure domains, " +
+                       std::to_string(domains.size()) + " are up");
+  }
+  // Each PG takes, per failure domain, at most one server; servers with the fewest targets so
+  // far first, ties broken by a hash of (width, pg, server) (rendezvous order), so load spreads
+  // evenly and the choice is deterministic.
+  PgTable table;
+  table.width = width;
+  std::map<uint32_t, uint32_t> load;
+  for (uint32_t pg = 0; pg < options_.pgs_per_table; ++pg) {
+    std::vector<const ServerState*> order = up;
+    auto score = [&](const ServerState* s) {
+      return Mix64((uint64_t{width} << 48) ^ (uint64_t{pg} << 20) ^ s->record.id.value());
+    };
+    std::sort(order.begin(), order.end(), [&](const ServerState* a, const ServerState* b) {
+      uint32_t la = load[a->record.id.value()], lb = load[b->record.id.value()];
+      if (la != lb) return la < lb;
+      return score(a) > score(b);
+    });
+    std::set<std::string> used;
+    std::vector<ServerId> targets;
+    for (const ServerState* s : order) {
+      if (targets.size() == width) break;
+      if (!used.insert(s->record.failure_domain).second) continue;
+      targets.push_back(s->record.id);
+      load[s->record.id.value()]++;
+    }
+    table.pgs.push_back(std::move(targets));
+  }
+  StoreBatch b;
+  b.PutPgTable(table);
+  b.PutCounter("map_version", map_version_ + 1);
+  AQ_RETURN_IF_ERROR(store_->Write(b, true));
+  BumpMapVersion();
+  Logger("meta")->info("build pg_table width={} pgs={} servers={}", width, table.pgs.size(),
+                       up.size());
+  pg_tables_[width] = std::move(table);
+  return OkStatus();
+}
+
+ClusterMap MetadataService::GetClusterMap() {
+  std::lock_guard lock(cluster_mu_);
+  ClusterMap map;
+  map.version = map_version_;
+  int64_t now = clocks_.mono_ms();
+  for (const auto& [id, s] : servers_) {
+    map.servers.push_back(ServerStatus{s.record, s.up, s.chunk_count, now - s.last_heartbeat_ms});
+  }
+  for (const auto& [w, t] : pg_tables_) map.pg_tables.push_back(t);
+  map.default_k = options_.k;
+  map.default_m = options_.m;
+  map.default_unit_bytes = options_.unit_bytes;
+  return map;
+}
+
+void MetadataService::Tick() {
+  const int64_t now = clocks_.mono_ms();
+  {
+    std::unique_lock lock(mu_);
+    std::vector<uint64_t> expired;
+    for (const auto& [id, s] : sessions_) {
+      if (now - s->last_seen_ms.load() > options_.session_ttl_ms) expired.push_back(id);
+    }
+    if (!expired.empty()) {
+      Txn txn(this);
+      for (uint64_t id : expired) {
+        ReleaseAllOf(txn, id);
+        Logger("meta")->info("expire session={}", id);
+      }
+      Status st = Apply(txn, false);
+      if (!st.ok()) Logger("meta")->error("expire sessions failed: {}", st.ToString());
+    }
+  }
+  std::lock_guard lock(cluster_mu_);
+  bool changed = false;
+  for (auto& [id, s] : servers_) {
+    if (s.up && now - s.last_heartbeat_ms > options_.heartbeat_timeout_ms) {
+      s.up = false;
+      changed = true;
+      Logger("meta")->warn("server down server={} silent_ms={}", id, now - s.last_heartbeat_ms);
+    }
+  }
+  if (changed) {
+    BumpMapVersion();
+    StoreBatch b;
+    b.PutCounter("map_version", map_version_);
+    Status st = store_->Write(b, false);
+    if (!st.ok()) Logger("meta")->error("persist map version failed: {}", st.ToString());
+  }
+}
+
+std::vector<GcTask> MetadataService::PendingGcTasks() {
+  std::lock_guard lock(cluster_mu_);
+  std::vector<GcTask> out;
+  for (const auto& [id, t] : gc_tasks_) out.push_back(t);
+  return out;
+}
+
+uint64_t MetadataService::InodeCount() {
+  std::shared_lock lock(mu_);
+  return inode_count_;
+}
+
+}  // namespace aquifer::meta

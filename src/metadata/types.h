@@ -1,0 +1,112 @@
+// The metadata server's own records: inodes, directory entries, GC tasks, data servers and
+// placement-group tables. No protobuf here; src/metadata/rpc/ converts to and from the wire.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aquifer/ids.h"
+
+namespace aquifer::meta {
+
+// Wall-clock time with nanoseconds (as in struct timespec).
+struct Timespec {
+  int64_t sec = 0;
+  uint32_t nsec = 0;
+  auto operator<=>(const Timespec&) const = default;
+};
+
+// Who asks: the FUSE request's credentials. uid 0 bypasses permission checks as root does.
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // supplementary groups
+  uint32_t pid = 0;
+};
+
+// How a file's bytes map onto servers. k == 0 means "no layout" (non-regular files, or a
+// directory without its own default). Stripe s lives on PG table(k+m)[(pg_start + s) % pg_count].
+struct FileLayout {
+  uint32_t k = 0;
+  uint32_t m = 0;
+  uint32_t unit_bytes = 0;  // stripe unit, bytes
+  uint32_t pg_start = 0;
+  uint32_t pg_count = 0;
+  bool empty() const { return k == 0; }
+  uint64_t stripe_width_bytes() const { return uint64_t{k} * unit_bytes; }
+  bool operator==(const FileLayout&) const = default;
+};
+
+// One inode: POSIX attributes plus Aquifer's per-file state.
+struct Inode {
+  InodeId ino;
+  uint64_t generation = 0;
+  uint32_t mode = 0;  // S_IFMT type bits and permission bits
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;  // bytes: committed size (files), target length (symlinks), 4096 (dirs)
+  uint64_t rdev = 0;
+  Timespec atime, mtime, ctime;
+  FileLayout layout;          // regular files: the file's layout
+  uint64_t data_version = 0;  // regular files: newest committed chunk version (0 = none)
+  // Directories only.
+  InodeId parent;               // ".."; the root's parent is itself
+  uint64_t next_entry_seq = 1;  // next readdir cookie to hand out in this directory
+  uint64_t entry_count = 0;     // entries, without "." and ".."
+  FileLayout dir_default;       // default layout for new files and subdirectories (k == 0: none)
+  // Symlinks only.
+  std::string symlink_target;
+
+  bool is_dir() const;
+  bool is_reg() const;
+  bool is_symlink() const;
+  // 512-byte blocks: ceil(size / 512).
+  uint64_t blocks() const { return (size + 511) / 512; }
+};
+
+// A directory entry as stored: which inode a name points at.
+struct Dentry {
+  InodeId ino;
+  uint32_t mode = 0;  // the target's type bits (for readdir without loading the inode)
+  uint64_t seq = 0;   // position in the directory; the readdir cookie of this entry
+};
+
+// One entry returned by ReadDir.
+struct DirEntry {
+  std::string name;
+  InodeId ino;
+  uint32_t mode = 0;
+  uint64_t cookie = 0;
+  std::optional<Inode> attr;  // when asked with plus
+};
+
+// Deletes chunks of `ino` with stripe >= from_stripe and version <= max_version on every server.
+struct GcTask {
+  uint64_t id = 0;
+  InodeId ino;
+  uint64_t from_stripe = 0;
+  uint64_t max_version = 0;
+  std::vector<uint32_t> acked;  // server ids that reported it done
+};
+
+// A registered data server as persisted (liveness and usage are kept in memory).
+struct ServerRecord {
+  ServerId id;
+  std::string uuid;
+  std::string address;
+  std::string failure_domain;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+// The placement groups of one width (k + m): each PG lists `width` server ids on distinct
+// failure domains.
+struct PgTable {
+  uint32_t width = 0;
+  std::vector<std::vector<ServerId>> pgs;
+};
+
+}  // namespace aquifer::meta
