@@ -1,0 +1,365 @@
+// The client library against a real cluster of processes (ProcessCluster): striping, degraded
+// reads, versions, truncate, leases and close-to-open. No kernel mount.
+#include <fcntl.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "aquifer/client.h"
+#include "aquifer/units.h"
+#include "testing/process_cluster.h"
+
+namespace aquifer {
+namespace {
+
+using testing::ProcessCluster;
+using testing::ProcessClusterOptions;
+using testing::RandomBytes;
+
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const ::aquifer::Status aq_s_ = (expr);                \
+    ASSERT_TRUE(aq_s_.ok()) << #expr << ": " << aq_s_.ToString(); \
+  } while (0)
+
+const Caller kRoot{};
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// Writes `data` at `offset` through `file`, asserting success.
+void WriteAt(Client& client, OpenFile& file, uint64_t offset, const std::string& data) {
+  Result<size_t> n = client.Write(file, offset, Bytes(data));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, data.size());
+}
+
+Result<std::string> ReadAt(Client& client, OpenFile& file, uint64_t offset, size_t length) {
+  std::string out(length, '\0');
+  Result<size_t> n = client.Read(
+      file, offset, std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), length));
+  if (!n.ok()) return n.status();
+  out.resize(*n);
+  return out;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void StartCluster(ProcessClusterOptions options = {}) {
+    cluster_ = std::make_unique<ProcessCluster>(options);
+    Status s = cluster_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  std::unique_ptr<Client> NewClient(ClientOptions options = {}) {
+    Result<std::unique_ptr<Client>> c = cluster_->NewClient(options);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::unique_ptr<ProcessCluster> cluster_;
+};
+
+TEST_F(ClusterTest, ReadSurvivesTwoDataServerCrashes) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(8 * kMiB, /*seed=*/7);
+  ASSERT_OK(client->WriteFile("/a", blob, kRoot));
+  ASSERT_OK(cluster_->CrashDataServer(1));
+  ASSERT_OK(cluster_->CrashDataServer(4));
+  Result<std::string> read = client->ReadFile("/a", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+  // A fresh client, whose map may already show the servers down, reads it too.
+  auto other = NewClient();
+  ASSERT_TRUE(other);
+  read = other->ReadFile("/a", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+}
+
+TEST_F(ClusterTest, SmallReplicatedFilesSurviveTwoDataServerCrashes) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  std::vector<std::string> blobs;
+  for (int i = 0; i < 12; ++i) {
+    blobs.push_back(RandomBytes(1 + i * 17 * kKiB, /*seed=*/100 + i));  // 1 B .. ~187 KiB
+    ASSERT_OK(client->WriteFile("/s" + std::to_string(i), blobs.back(), kRoot));
+  }
+  ASSERT_OK(cluster_->CrashDataServer(0));
+  ASSERT_OK(cluster_->CrashDataServer(2));
+  for (int i = 0; i < 12; ++i) {
+    Result<std::string> read = client->ReadFile("/s" + std::to_string(i), kRoot);
+    ASSERT_TRUE(read.ok()) << i << ": " << read.status().ToString();
+    EXPECT_TRUE(*read == blobs[i]) << "file " << i;
+  }
+  // Writes still succeed with two servers down, and read back.
+  const std::string late = RandomBytes(50 * kKiB, 99);
+  ASSERT_OK(client->WriteFile("/late", late, kRoot));
+  EXPECT_TRUE(*client->ReadFile("/late", kRoot) == late);
+  const std::string big = RandomBytes(5 * kMiB + 3, 98);
+  ASSERT_OK(client->WriteFile("/late-big", big, kRoot));
+  EXPECT_TRUE(*client->ReadFile("/late-big", kRoot) == big);
+}
+
+TEST_F(ClusterTest, OverwriteInTheMiddleOfAStripeKeepsTheRest) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  std::string model = RandomBytes(6 * kMiB, 3);
+  ASSERT_OK(client->WriteFile("/f", model, kRoot));
+  Result<Attributes> attr = client->Resolve("/f", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> opened = client->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const std::string patch = RandomBytes(100 * kKiB, 4);
+  WriteAt(*client, *opened->file, kMiB + kMiB / 2, patch);
+  model.replace(kMiB + kMiB / 2, patch.size(), patch);
+  // The writer sees its own buffered bytes.
+  Result<std::string> mid = ReadAt(*client, *opened->file, kMiB + kMiB / 2 - 10, patch.size() + 20);
+  ASSERT_TRUE(mid.ok());
+  EXPECT_TRUE(*mid == model.substr(kMiB + kMiB / 2 - 10, patch.size() + 20));
+  ASSERT_OK(client->Release(std::move(opened->file)));
+  auto other = NewClient();
+  ASSERT_TRUE(other);
+  Result<std::string> read = other->ReadFile("/f", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == model);
+}
+
+TEST_F(ClusterTest, TruncateDownThenUpReadsZeros) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  std::string model = RandomBytes(9 * kMiB, 5);
+  ASSERT_OK(client->WriteFile("/t", model, kRoot));
+  Result<Attributes> attr = client->Resolve("/t", kRoot);
+  ASSERT_TRUE(attr.ok());
+  for (uint64_t down : {5 * kMiB + 123, 300 * kKiB, uint64_t{0}}) {
+    SCOPED_TRACE(down);
+    AttrChanges shrink;
+    shrink.size_bytes = down;
+    ASSERT_TRUE(client->SetAttr(attr->inode, shrink, kRoot).ok());
+    model.resize(down);
+    AttrChanges grow;
+    grow.size_bytes = down + 6 * kMiB;
+    Result<Attributes> grown = client->SetAttr(attr->inode, grow, kRoot);
+    ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+    EXPECT_EQ(grown->size_bytes, down + 6 * kMiB);
+    model.resize(down + 6 * kMiB, '\0');
+    Result<std::string> read = client->ReadFile("/t", kRoot);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->size(), model.size());
+    EXPECT_TRUE(*read == model);
+    // Restore some content for the next round.
+    model = RandomBytes(9 * kMiB, 6 + down);
+    ASSERT_OK(client->WriteFile("/t", model, kRoot));
+  }
+}
+
+TEST_F(ClusterTest, UnalignedRandomWritesMatchALocalModel) {
+  ProcessClusterOptions options;
+  options.unit_bytes = 64 * kKiB;  // many stripes in a small file: both rules, many boundaries
+  StartCluster(options);
+  ClientOptions copts;
+  copts.max_dirty_bytes_per_file = 512 * kKiB;  // forces early flushes of partial stripes
+  auto client = NewClient(copts);
+  ASSERT_TRUE(client);
+  const uint64_t seed = std::random_device{}();
+  std::cout << "seed=" << seed << std::endl;
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::string model;
+  Result<Attributes> root = client->GetAttr(kRootInode);
+  ASSERT_TRUE(root.ok());
+  Result<Client::Opened> opened = client->Create(root->inode, "r", 0644, O_RDWR | O_CREAT, kRoot);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  for (int op = 0; op < 150; ++op) {
+    const uint64_t offset = rng() % (3 * kMiB);
+    const uint64_t length = 1 + rng() % (rng() % 4 == 0 ? 600 * kKiB : 5 * kKiB);
+    const std::string data = RandomBytes(length, rng());
+    WriteAt(*client, *opened->file, offset, data);
+    if (model.size() < offset + length) model.resize(offset + length, '\0');
+    model.replace(offset, length, data);
+    const int action = static_cast<int>(rng() % 10);
+    if (action == 0) {
+      ASSERT_OK(client->Flush(*opened->file));
+    } else if (action == 1) {
+      const uint64_t at = rng() % (model.size() + 1);
+      const uint64_t n = rng() % (300 * kKiB);
+      Result<std::string> got = ReadAt(*client, *opened->file, at, n);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_TRUE(*got == model.substr(at, n)) << "op " << op << " read at " << at;
+    } else if (action == 2 && model.size() > 10) {
+      const uint64_t to = rng() % model.size();
+      AttrChanges change;
+      change.size_bytes = to;
+      ASSERT_TRUE(client->SetAttr(Client::InodeOf(*opened->file), change, kRoot).ok());
+      model.resize(to);
+    }
+  }
+  ASSERT_OK(client->Release(std::move(opened->file)));
+  auto other = NewClient();
+  ASSERT_TRUE(other);
+  Result<std::string> read = other->ReadFile("/r", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), model.size());
+  EXPECT_TRUE(*read == model);
+}
+
+TEST_F(ClusterTest, ConcurrentWritersToDifferentFiles) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string blob = RandomBytes(3 * kMiB + t * 1000, 40 + t);
+      if (!client->WriteFile("/c" + std::to_string(t), blob, kRoot).ok()) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (int t = 0; t < 4; ++t) {
+    Result<std::string> read = client->ReadFile("/c" + std::to_string(t), kRoot);
+    ASSERT_TRUE(read.ok());
+    EXPECT_TRUE(*read == RandomBytes(3 * kMiB + t * 1000, 40 + t)) << t;
+  }
+}
+
+TEST_F(ClusterTest, CloseToOpenBetweenTwoClients) {
+  StartCluster();
+  auto a = NewClient();
+  auto b = NewClient();
+  ASSERT_TRUE(a && b);
+  const std::string v1 = RandomBytes(5 * kMiB, 11);
+  ASSERT_OK(a->WriteFile("/x", v1, kRoot));
+  EXPECT_TRUE(*b->ReadFile("/x", kRoot) == v1);
+  Result<Attributes> attr = b->Resolve("/x", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> reader = b->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(reader.ok());
+  // A rewrites with a longer file and closes; B's GetAttr then its reads see the new content.
+  const std::string v2 = RandomBytes(7 * kMiB + 5, 12);
+  ASSERT_OK(a->WriteFile("/x", v2, kRoot));
+  Result<Attributes> fresh = b->GetAttr(attr->inode);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->size_bytes, v2.size());
+  Result<std::string> got = ReadAt(*b, *reader->file, 0, v2.size() + 10);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == v2);
+  ASSERT_OK(b->Release(std::move(reader->file)));
+  EXPECT_TRUE(*b->ReadFile("/x", kRoot) == v2);
+}
+
+TEST_F(ClusterTest, SecondWriterWaitsForTheLease) {
+  StartCluster();
+  auto a = NewClient();
+  ClientOptions impatient;
+  impatient.lease_wait = std::chrono::milliseconds(300);
+  auto b_impatient = NewClient(impatient);
+  auto b = NewClient();
+  ASSERT_TRUE(a && b && b_impatient);
+  ASSERT_OK(a->WriteFile("/l", "one", kRoot));
+  Result<Attributes> attr = a->Resolve("/l", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> held = a->Open(attr->inode, O_WRONLY, kRoot);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(b_impatient->Open(attr->inode, O_WRONLY, kRoot).status().code(), Code::kWouldBlock);
+
+  std::atomic<bool> released{false};
+  std::atomic<bool> opened_before_release{false};
+  std::thread waiter([&] {
+    Result<Client::Opened> second = b->Open(attr->inode, O_WRONLY, kRoot);
+    if (!released.load()) opened_before_release = true;
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    WriteAt(*b, *second->file, 0, "two");
+    EXPECT_TRUE(b->Release(std::move(second->file)).ok());
+  });
+  WriteAt(*a, *held->file, 3, "+a");
+  released = true;  // set before Release, so a waiter that gets the lease sees it
+  ASSERT_OK(a->Release(std::move(held->file)));
+  waiter.join();
+  EXPECT_FALSE(opened_before_release.load());
+  EXPECT_EQ(*a->ReadFile("/l", kRoot), "two+a");
+}
+
+TEST_F(ClusterTest, WriteWithAServerDownThenReadAfterItReturnsGetsNewBytes) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string big1 = RandomBytes(6 * kMiB, 21), small1 = RandomBytes(70 * kKiB, 22);
+  ASSERT_OK(client->WriteFile("/big", big1, kRoot));
+  ASSERT_OK(client->WriteFile("/small", small1, kRoot));
+  ASSERT_OK(cluster_->CrashDataServer(3));
+  const std::string big2 = RandomBytes(6 * kMiB, 23), small2 = RandomBytes(70 * kKiB, 24);
+  ASSERT_OK(client->WriteFile("/big", big2, kRoot));
+  ASSERT_OK(client->WriteFile("/small", small2, kRoot));
+  ASSERT_OK(cluster_->RestartDataServer(3));  // holds the old version of every chunk it had
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> big = reader->ReadFile("/big", kRoot);
+  Result<std::string> small = reader->ReadFile("/small", kRoot);
+  ASSERT_TRUE(big.ok() && small.ok());
+  EXPECT_TRUE(*big == big2);
+  EXPECT_TRUE(*small == small2);
+  // Small random reads of single data chunks also see the new version.
+  Result<Attributes> attr = reader->Resolve("/big", kRoot);
+  Result<Client::Opened> opened = reader->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(opened.ok());
+  for (uint64_t at : {uint64_t{0}, kMiB + 7, 3 * kMiB + 100, 5 * kMiB + 4000}) {
+    Result<std::string> got = ReadAt(*reader, *opened->file, at, 4096);
+    ASSERT_TRUE(got.ok());
+    EXPECT_TRUE(*got == big2.substr(at, 4096)) << at;
+  }
+  ASSERT_OK(reader->Release(std::move(opened->file)));
+}
+
+TEST_F(ClusterTest, WriterCrashBeforeCommitLeavesTheOldContentReadable) {
+  StartCluster();
+  auto writer = NewClient();
+  ASSERT_TRUE(writer);
+  const std::string v1 = RandomBytes(8 * kMiB, 31);
+  ASSERT_OK(writer->WriteFile("/w", v1, kRoot));
+  Result<Attributes> attr = writer->Resolve("/w", kRoot);
+  ASSERT_TRUE(attr.ok());
+  {
+    Result<Client::Opened> opened = writer->Open(attr->inode, O_WRONLY, kRoot);
+    ASSERT_TRUE(opened.ok());
+    // Two full stripes: encoded and written to the data servers at the new version at once.
+    WriteAt(*writer, *opened->file, 0, RandomBytes(8 * kMiB, 32));
+    WriteAt(*writer, *opened->file, 8 * kMiB, "tail");
+    // The writer dies: the handle is dropped without Flush or Release, then the client goes.
+    opened->file.reset();
+    writer.reset();
+  }
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/w", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == v1);
+}
+
+TEST_F(ClusterTest, DataSurvivesAMetadataServerRestart) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(5 * kMiB + 17, 51);
+  ASSERT_OK(client->WriteFile("/m", blob, kRoot));
+  ASSERT_OK(cluster_->CrashMeta());
+  ASSERT_OK(cluster_->RestartMeta());
+  auto other = NewClient();
+  ASSERT_TRUE(other);
+  Result<std::string> read = other->ReadFile("/m", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+}
+
+}  // namespace
+}  // namespace aquifer

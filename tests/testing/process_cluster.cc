@@ -1,0 +1,220 @@
+#include "testing/process_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "client/rpc/meta_client.h"
+
+#ifndef AQUIFER_META_BIN
+#define AQUIFER_META_BIN ""
+#endif
+#ifndef AQUIFER_DATA_BIN
+#define AQUIFER_DATA_BIN ""
+#endif
+
+namespace aquifer::testing {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr std::chrono::milliseconds kPollInterval{10};
+}  // namespace
+
+ProcessCluster::ProcessCluster(ProcessClusterOptions options) : options_(std::move(options)) {
+  char tmpl[] = "/tmp/aquifer-cluster-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  root_ = dir ? dir : "/tmp/aquifer-cluster-failed";
+}
+
+ProcessCluster::~ProcessCluster() {
+  for (Proc& p : data_) Kill(p, SIGKILL);
+  Kill(meta_, SIGKILL);
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+}
+
+void ProcessCluster::Kill(Proc& proc, int signal) {
+  if (proc.pid <= 0) return;
+  kill(proc.pid, signal);
+  if (signal == SIGKILL) {
+    waitpid(proc.pid, nullptr, 0);
+  } else {
+    // Wait for a clean exit, then insist.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (waitpid(proc.pid, nullptr, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        kill(proc.pid, SIGKILL);
+        waitpid(proc.pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+  proc.pid = -1;
+}
+
+Status ProcessCluster::Spawn(Proc& proc, const std::string& binary) {
+  if (binary.empty() || access(binary.c_str(), X_OK) != 0) {
+    return Unavailable("binary not built: '" + binary + "'");
+  }
+  std::error_code ec;
+  fs::remove(proc.port_file, ec);
+  const std::string log = root_ + "/" + proc.name + ".log";
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (std::string& a : proc.args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return Internal("fork failed");
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  proc.pid = pid;
+  return WaitPortFile(proc);
+}
+
+Status ProcessCluster::WaitPortFile(Proc& proc) {
+  const auto deadline = Clock::now() + options_.start_timeout;
+  while (Clock::now() < deadline) {
+    int wstatus = 0;
+    if (waitpid(proc.pid, &wstatus, WNOHANG) == proc.pid) {
+      proc.pid = -1;
+      return Unavailable(proc.name + " exited at start; see " + root_ + "/" + proc.name + ".log");
+    }
+    std::ifstream in(proc.port_file);
+    std::string address;
+    if (in && std::getline(in, address) && address.find(':') != std::string::npos &&
+        address.back() != ':') {
+      proc.address = address;
+      return OkStatus();
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  return Unavailable(proc.name + " wrote no port file in time; see " + root_ + "/" + proc.name +
+                     ".log");
+}
+
+Status ProcessCluster::Start() {
+  meta_.name = "meta";
+  meta_.port_file = root_ + "/meta.port";
+  fs::create_directories(root_ + "/meta-db");
+  meta_.args = {"--listen", "127.0.0.1:0", "--db", root_ + "/meta-db", "--port-file",
+                meta_.port_file, "--k", std::to_string(options_.k), "--m",
+                std::to_string(options_.m), "--unit-bytes", std::to_string(options_.unit_bytes),
+                "--heartbeat-timeout-ms", std::to_string(options_.heartbeat_timeout_ms),
+                "--session-ttl-ms", std::to_string(options_.session_ttl_ms), "--log-level",
+                options_.log_level};
+  AQ_RETURN_IF_ERROR(Spawn(meta_, AQUIFER_META_BIN));
+  meta_address_ = meta_.address;
+  // Later restarts reuse the port, so clients reconnect to the same address.
+  meta_.args[1] = meta_address_;
+
+  data_.resize(options_.data_servers);
+  for (int i = 0; i < options_.data_servers; ++i) {
+    Proc& p = data_[i];
+    p.name = "data" + std::to_string(i);
+    p.port_file = root_ + "/" + p.name + ".port";
+    const std::string dir = root_ + "/" + p.name;
+    fs::create_directories(dir);
+    p.args = {"--listen", "127.0.0.1:0", "--dir", dir, "--meta", meta_address_,
+              "--failure-domain", "fd" + std::to_string(i), "--port-file", p.port_file,
+              "--log-level", options_.log_level};
+    AQ_RETURN_IF_ERROR(Spawn(p, AQUIFER_DATA_BIN));
+  }
+  return WaitForUpDataServers(options_.data_servers);
+}
+
+Status ProcessCluster::WaitForUpDataServers(int up) {
+  auto meta = client::NewGrpcMetaClient(meta_address_, std::chrono::milliseconds(2000));
+  const auto deadline = Clock::now() + options_.start_timeout;
+  Status last;
+  while (Clock::now() < deadline) {
+    Result<client::ClusterMap> map = meta->GetClusterMap(0);
+    if (map.ok()) {
+      int count = 0;
+      for (const auto& [id, s] : map->servers) count += s.up ? 1 : 0;
+      auto table = map->pg_tables.find(options_.k + options_.m);
+      const bool pgs = table != map->pg_tables.end() && !table->second.empty();
+      if (count == up && (pgs || up < static_cast<int>(options_.k + options_.m))) {
+        return OkStatus();
+      }
+      last = Unavailable(std::to_string(count) + " data servers up, want " + std::to_string(up) +
+                         (pgs ? "" : " (no placement groups yet)"));
+    } else {
+      last = map.status();
+    }
+    std::this_thread::sleep_for(kPollInterval * 5);
+  }
+  return Unavailable("cluster not ready: " + last.ToString() + "; logs in " + root_);
+}
+
+Status ProcessCluster::CrashDataServer(int i) {
+  if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
+  Kill(data_[i], SIGKILL);
+  return OkStatus();
+}
+
+Status ProcessCluster::StopDataServer(int i) {
+  if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
+  Kill(data_[i], SIGTERM);
+  return OkStatus();
+}
+
+Status ProcessCluster::RestartDataServer(int i) {
+  if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
+  Proc& p = data_[i];
+  if (p.pid > 0) Kill(p, SIGKILL);
+  AQ_RETURN_IF_ERROR(Spawn(p, AQUIFER_DATA_BIN));
+  int running = 0;
+  for (const Proc& d : data_) running += d.pid > 0 ? 1 : 0;
+  return WaitForUpDataServers(running);
+}
+
+Status ProcessCluster::CrashMeta() {
+  Kill(meta_, SIGKILL);
+  return OkStatus();
+}
+
+Status ProcessCluster::RestartMeta() {
+  if (meta_.pid > 0) Kill(meta_, SIGKILL);
+  AQ_RETURN_IF_ERROR(Spawn(meta_, AQUIFER_META_BIN));
+  int running = 0;
+  for (const Proc& d : data_) running += d.pid > 0 ? 1 : 0;
+  return WaitForUpDataServers(running);
+}
+
+Result<std::unique_ptr<Client>> ProcessCluster::NewClient(ClientOptions options) {
+  options.meta_address = meta_address_;
+  return Client::Connect(options);
+}
+
+std::string RandomBytes(size_t bytes, uint64_t seed) {
+  std::string out(bytes, '\0');
+  uint64_t x = seed;
+  for (size_t i = 0; i < bytes; i += 8) {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (size_t j = 0; j < 8 && i + j < bytes; ++j) out[i + j] = static_cast<char>(z >> (8 * j));
+  }
+  return out;
+}
+
+}  // namespace aquifer::testing
