@@ -1,0 +1,65 @@
+// The `aquifer` command line: parsing (CLI11) into an Invocation, and running it.
+//
+//   aquifer cluster up [--root DIR] [--data-servers N] [--k K --m M] [--unit-bytes B]
+//                      [--mount DIR | --no-mount] [--config FILE.toml] ...
+//   aquifer cluster down [--root DIR]
+//   aquifer cluster stop-server ID [--root DIR] [--kill]
+//   aquifer cluster start-server ID [--root DIR]
+//   aquifer status [--meta HOST:PORT | --root DIR]
+//   aquifer layout get PATH
+//   aquifer layout set PATH k=4 m=2 unit=1048576
+//
+// Exit codes: 0 success, 1 the command failed, 2 bad usage.
+#pragma once
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "aquifer/status.h"
+#include "cli/local_cluster.h"
+
+namespace aquifer::cli {
+
+enum class Command {
+  kHelp,          // --help anywhere, or no command: `help_text` holds what to print
+  kClusterUp,
+  kClusterDown,
+  kStopServer,
+  kStartServer,
+  kStatus,
+  kLayoutGet,
+  kLayoutSet,
+};
+
+struct Invocation {
+  Command command = Command::kHelp;
+  std::string help_text;
+  UpOptions up;                     // cluster up; up.root is also the --root of other commands
+  std::string meta_address;         // status --meta
+  bool root_given = false;          // --root given explicitly
+  int server_index = 0;             // stop-server / start-server
+  bool kill = false;                // stop-server --kill
+  std::chrono::milliseconds grace{10000};  // cluster down / stop-server: SIGTERM -> SIGKILL
+  std::string path;                 // layout get/set
+  std::vector<std::string> layout_tokens;  // layout set
+};
+
+// Parses `args` (without the program name). Errors: kInvalidArgument with CLI11's message
+// for unknown commands or options, bad values, or --meta together with --root; and for a bad
+// --config file (unreadable, not TOML, unknown key, wrong type).
+Result<Invocation> ParseCommandLine(const std::vector<std::string>& args);
+
+// Applies the [cluster] table of a TOML file to `options` (keys: root, data_servers, k, m,
+// unit_bytes, mount, no_mount, mount_options, capacity_bytes, bin_dir, log_level, meta_config,
+// data_config, timeout_ms). Errors: kInvalidArgument naming the file and key.
+Status ApplyUpConfigFile(const std::string& path, UpOptions* options);
+
+// Runs a parsed invocation, printing results to `out` and errors to `err`. Returns the exit code.
+int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err);
+
+// ParseCommandLine + RunInvocation (usage errors print the message and exit 2).
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace aquifer::cli

@@ -1,0 +1,528 @@
+#include "cli/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "cli/process.h"
+#include "cli/rpc/meta_admin.h"
+
+namespace aquifer::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMetaExe[] = "aquifer-meta";
+constexpr char kDataExe[] = "aquifer-data";
+constexpr char kMountExe[] = "aquifer-mount";
+
+// Holds an exclusive flock on ROOT/cluster.lock for its lifetime.
+class RootLock {
+ public:
+  static Result<RootLock> Acquire(const std::string& root) {
+    std::string path = root + "/cluster.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Internal("cannot open " + path + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX) != 0) {
+      int e = errno;
+      ::close(fd);
+      return Internal("cannot lock " + path + ": " + std::strerror(e));
+    }
+    return RootLock(fd);
+  }
+  RootLock(RootLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  RootLock(const RootLock&) = delete;
+  ~RootLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  explicit RootLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+std::string PortFile(const ClusterState& s, const std::string& name) {
+  return s.root + "/run/" + name + ".port";
+}
+
+Status DaemonFailed(const Status& why, const std::string& log) {
+  return Status(why.code(), why.message() + "; last lines of " + log + ":\n" + TailOfFile(log, 15));
+}
+
+// "127.0.0.1:PORT" when `address` has a port, else "127.0.0.1:0".
+std::string ListenAddress(const std::string& recorded) {
+  Result<uint16_t> port = PortOf(recorded);
+  return "127.0.0.1:" + std::to_string(port.ok() ? *port : 0);
+}
+
+Result<std::string> StartAndWait(const std::vector<std::string>& argv, const std::string& exe,
+                                 const std::string& port_file, const std::string& log,
+                                 std::chrono::milliseconds timeout, int* pid_out) {
+  ::unlink(port_file.c_str());
+  Result<pid_t> pid = SpawnDetached(argv, log);
+  if (!pid.ok()) return pid.status();
+  *pid_out = *pid;
+  Result<std::string> addr = WaitForPortFile(port_file, *pid, exe, timeout);
+  if (!addr.ok()) {
+    if (IsProcessAlive(*pid, exe)) (void)StopProcess(*pid, exe, std::chrono::seconds(2));
+    *pid_out = 0;
+    return DaemonFailed(addr.status(), log);
+  }
+  return addr;
+}
+
+std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
+                                  const UpOptions& o) {
+  std::vector<std::string> argv = {bin,
+                                   "--listen", ListenAddress(s.meta.address),
+                                   "--db", s.meta.db,
+                                   "--port-file", PortFile(s, "meta"),
+                                   "--k", std::to_string(s.k),
+                                   "--m", std::to_string(s.m),
+                                   "--unit-bytes", std::to_string(s.unit_bytes),
+                                   "--log-level", o.log_level};
+  if (!o.meta_config.empty()) {
+    argv.push_back("--config");
+    argv.push_back(o.meta_config);
+  }
+  return argv;
+}
+
+std::vector<std::string> DataArgv(const std::string& bin, const ClusterState& s,
+                                  const DataServerRecord& d, const std::string& log_level,
+                                  const std::string& config) {
+  std::vector<std::string> argv = {bin,
+                                   "--listen", ListenAddress(d.address),
+                                   "--dir", d.dir,
+                                   "--meta", s.meta.address,
+                                   "--failure-domain", d.failure_domain,
+                                   "--port-file", PortFile(s, d.failure_domain),
+                                   "--log-level", log_level};
+  if (d.capacity_bytes > 0) {
+    argv.push_back("--capacity-bytes");
+    argv.push_back(std::to_string(d.capacity_bytes));
+  }
+  if (!config.empty()) {
+    argv.push_back("--config");
+    argv.push_back(config);
+  }
+  return argv;
+}
+
+// Waits until the metadata server reports every data server of `indexes` up (matched by port).
+Status WaitServersUp(const ClusterState& s, const std::vector<int>& indexes,
+                     std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  std::string missing;
+  while (true) {
+    Result<ClusterView> view = FetchClusterView(s.meta.address, std::chrono::seconds(3));
+    missing.clear();
+    if (view.ok()) {
+      for (int idx : indexes) {
+        const DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
+        Result<uint16_t> want = PortOf(d.address);
+        bool up = false;
+        for (const ServerView& v : view->servers) {
+          Result<uint16_t> port = PortOf(v.address);
+          if (v.up && want.ok() && port.ok() && *port == *want) up = true;
+        }
+        if (!up) missing += (missing.empty() ? "" : ", ") + d.failure_domain;
+      }
+      if (missing.empty()) return OkStatus();
+    } else {
+      missing = view.status().ToString();
+    }
+    if (Clock::now() >= deadline) {
+      return Unavailable("the metadata server at " + s.meta.address +
+                         " does not report these data servers up: " + missing);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Status Unmount(const std::string& dir, bool lazy_fallback, std::ostream& out) {
+  if (MountTypeAt(dir).empty()) return OkStatus();
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    Result<int> rc = RunAndWait({"fusermount3", "-u", dir});
+    if (!rc.ok()) return rc.status();
+    if (*rc == 0 || MountTypeAt(dir).empty()) return OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  if (!lazy_fallback) return Unavailable("cannot unmount " + dir + " (busy?)");
+  out << "aquifer: " << dir << " is busy; detaching it lazily (fusermount3 -uz)\n";
+  Result<int> rc = RunAndWait({"fusermount3", "-uz", dir});
+  if (!rc.ok()) return rc.status();
+  if (*rc != 0) return Unavailable("fusermount3 -uz " + dir + " failed");
+  return OkStatus();
+}
+
+Status WaitMounted(const std::string& dir, pid_t pid, const std::string& log,
+                   std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    if (MountTypeAt(dir).rfind("fuse", 0) == 0) return OkStatus();
+    if (!IsProcessAlive(pid, kMountExe)) {
+      return DaemonFailed(Unavailable("aquifer-mount exited before mounting " + dir), log);
+    }
+    if (Clock::now() >= deadline) {
+      (void)StopProcess(pid, kMountExe, std::chrono::seconds(2));
+      return DaemonFailed(Unavailable("aquifer-mount did not mount " + dir + " in time"), log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// A new record for `o` (nothing started yet).
+ClusterState NewState(const UpOptions& o, const std::string& root) {
+  ClusterState s;
+  s.root = root;
+  s.k = o.k;
+  s.m = o.m;
+  s.unit_bytes = o.unit_bytes;
+  s.meta.db = root + "/meta/db";
+  s.meta.log = root + "/logs/meta.log";
+  for (int i = 1; i <= o.data_servers; ++i) {
+    DataServerRecord d;
+    d.index = i;
+    d.failure_domain = "ds" + std::to_string(i);
+    d.dir = root + "/data/" + d.failure_domain;
+    d.capacity_bytes = o.capacity_bytes;
+    d.log = root + "/logs/" + d.failure_domain + ".log";
+    s.data_servers.push_back(d);
+  }
+  if (!o.no_mount) {
+    s.mount.dir = o.mount_dir.empty() ? root + "/mnt" : AbsoluteRoot(o.mount_dir);
+    s.mount.log = root + "/logs/mount.log";
+  }
+  return s;
+}
+
+Status CheckOptions(const UpOptions& o) {
+  if (o.data_servers < 1 || o.data_servers > 64) {
+    return InvalidArgument("--data-servers must be 1..64");
+  }
+  if (o.k < 1 || o.k > 64 || o.m > 16) return InvalidArgument("--k must be 1..64, --m 0..16");
+  if (o.unit_bytes < 4096 || o.unit_bytes % 4096 != 0) {
+    return InvalidArgument("--unit-bytes must be a multiple of 4096");
+  }
+  if (static_cast<uint32_t>(o.data_servers) < o.k + o.m) {
+    return InvalidArgument("--data-servers " + std::to_string(o.data_servers) +
+                           " is fewer than k+m = " + std::to_string(o.k + o.m) +
+                           " (each chunk of a stripe needs its own failure domain)");
+  }
+  return OkStatus();
+}
+
+const char* Word(bool started) { return started ? "started" : "running"; }
+
+}  // namespace
+
+std::string AbsoluteRoot(const std::string& root) {
+  std::string p = fs::absolute(fs::path(root)).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::string ClusterStatePath(const std::string& root) {
+  return AbsoluteRoot(root) + "/cluster.json";
+}
+
+Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
+  AQ_RETURN_IF_ERROR(CheckOptions(o));
+  const std::string root = AbsoluteRoot(o.root);
+  Result<std::string> meta_bin = FindBinary(kMetaExe, o.bin_dir);
+  if (!meta_bin.ok()) return meta_bin.status();
+  Result<std::string> data_bin = FindBinary(kDataExe, o.bin_dir);
+  if (!data_bin.ok()) return data_bin.status();
+  Result<std::string> mount_bin = FindBinary(kMountExe, o.bin_dir);
+  if (!mount_bin.ok() && !o.no_mount) return mount_bin.status();
+  AQ_RETURN_IF_ERROR(MakeDirs(root + "/logs"));
+  AQ_RETURN_IF_ERROR(MakeDirs(root + "/run"));
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+
+  const std::string state_path = ClusterStatePath(root);
+  ClusterState s;
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  bool fresh = false;
+  if (loaded.ok()) {
+    s = std::move(*loaded);
+    if (s.root != root) {
+      return InvalidArgument(state_path + " belongs to root " + s.root + ", not " + root);
+    }
+    if (o.data_servers_given && static_cast<size_t>(o.data_servers) != s.data_servers.size()) {
+      return InvalidArgument("the cluster at " + root + " has " +
+                             std::to_string(s.data_servers.size()) +
+                             " data servers; --data-servers cannot change that (use another "
+                             "--root, or `cluster down` and delete " + root + ")");
+    }
+    if (o.layout_given && (o.k != s.k || o.m != s.m || o.unit_bytes != s.unit_bytes)) {
+      return InvalidArgument("the cluster at " + root + " has default layout k=" +
+                             std::to_string(s.k) + " m=" + std::to_string(s.m) +
+                             "; use `aquifer layout set` on a directory instead");
+    }
+    if (!o.mount_dir.empty() && AbsoluteRoot(o.mount_dir) != s.mount.dir) {
+      if (!s.mount.dir.empty() && IsProcessAlive(s.mount.pid, kMountExe)) {
+        return InvalidArgument("the cluster is mounted at " + s.mount.dir +
+                               "; run `cluster down` before choosing another --mount");
+      }
+      s.mount.dir = AbsoluteRoot(o.mount_dir);
+      if (s.mount.log.empty()) s.mount.log = root + "/logs/mount.log";
+    }
+  } else if (loaded.status().code() == Code::kNotFound) {
+    s = NewState(o, root);
+    fresh = true;
+  } else {
+    return Status(loaded.status().code(),
+                  loaded.status().message() + " (fix or delete it, or use another --root)");
+  }
+
+
+  out << "aquifer: " << (fresh ? "creating" : "checking") << " the local cluster at " << root
+      << " (default layout RS " << s.k << "+" << s.m << ", stripe unit " << s.unit_bytes
+      << " bytes)\n";
+  AQ_RETURN_IF_ERROR(MakeDirs(s.meta.db));
+
+  // Metadata server: on the port it had, so data servers and the mount keep their address.
+  bool meta_started = false;
+  if (!IsProcessAlive(s.meta.pid, kMetaExe)) {
+    const std::string old_address = s.meta.address;
+    Result<std::string> addr = StartAndWait(MetaArgv(*meta_bin, s, o), kMetaExe,
+                                            PortFile(s, "meta"), s.meta.log, o.timeout,
+                                            &s.meta.pid);
+    if (!addr.ok()) {
+      (void)SaveClusterState(state_path, s);
+      return addr.status();
+    }
+    s.meta.address = *addr;
+    meta_started = true;
+    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+    if (!old_address.empty() && old_address != s.meta.address) {
+      // Should not happen (same port), but if it does the others must follow the new address.
+      out << "aquifer: the metadata server moved from " << old_address << " to "
+          << s.meta.address << "; restarting the data servers and the mount\n";
+      for (DataServerRecord& d : s.data_servers) {
+        (void)StopProcess(d.pid, kDataExe, std::chrono::seconds(10));
+        d.pid = 0;
+      }
+      if (!s.mount.dir.empty()) {
+        (void)Unmount(s.mount.dir, /*lazy_fallback=*/true, out);
+        (void)StopProcess(s.mount.pid, kMountExe, std::chrono::seconds(10));
+        s.mount.pid = 0;
+      }
+    }
+  }
+  out << "  meta   " << s.meta.address << "  pid " << s.meta.pid << "  " << Word(meta_started)
+      << "  db " << s.meta.db << "  log " << s.meta.log << "\n";
+
+  // Data servers: start every missing one, then wait for each port file.
+  std::vector<int> started;
+  for (DataServerRecord& d : s.data_servers) {
+    if (IsProcessAlive(d.pid, kDataExe)) continue;
+    AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
+    ::unlink(PortFile(s, d.failure_domain).c_str());
+    Result<pid_t> pid = SpawnDetached(DataArgv(*data_bin, s, d, o.log_level, o.data_config),
+                                      d.log);
+    if (!pid.ok()) return pid.status();
+    d.pid = *pid;
+    started.push_back(d.index);
+  }
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  Status data_status;
+  for (int idx : started) {
+    DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
+    Result<std::string> addr =
+        WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, o.timeout);
+    if (!addr.ok()) {
+      d.pid = 0;
+      if (data_status.ok()) data_status = DaemonFailed(addr.status(), d.log);
+      continue;
+    }
+    d.address = *addr;
+  }
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  AQ_RETURN_IF_ERROR(data_status);
+  std::vector<int> all;
+  for (const DataServerRecord& d : s.data_servers) all.push_back(d.index);
+  AQ_RETURN_IF_ERROR(WaitServersUp(s, all, o.timeout));
+  for (const DataServerRecord& d : s.data_servers) {
+    bool was_started = false;
+    for (int idx : started) was_started |= idx == d.index;
+    out << "  " << d.failure_domain << (d.failure_domain.size() < 5 ? std::string(5 - d.failure_domain.size(), ' ') : "")
+        << "  " << d.address << "  pid " << d.pid << "  " << Word(was_started) << "  dir "
+        << d.dir << "\n";
+  }
+
+  // The mount: in the foreground (-f) so its pid is the one we record.
+  if (!s.mount.dir.empty() && !o.no_mount) {
+    bool mount_alive = IsProcessAlive(s.mount.pid, kMountExe);
+    bool mounted = MountTypeAt(s.mount.dir).rfind("fuse", 0) == 0;
+    bool mount_started = false;
+    if (!mount_alive || !mounted) {
+      if (mounted) {
+        out << "aquifer: clearing a dead mount at " << s.mount.dir << "\n";
+        AQ_RETURN_IF_ERROR(Unmount(s.mount.dir, /*lazy_fallback=*/true, out));
+      } else if (!MountTypeAt(s.mount.dir).empty()) {
+        return InvalidArgument(s.mount.dir + " already has a non-FUSE mount on it");
+      }
+      if (mount_alive) (void)StopProcess(s.mount.pid, kMountExe, std::chrono::seconds(5));
+      AQ_RETURN_IF_ERROR(MakeDirs(s.mount.dir));
+      std::vector<std::string> argv = {*mount_bin, s.meta.address, s.mount.dir, "-f"};
+      if (!o.mount_options.empty()) {
+        argv.push_back("-o");
+        argv.push_back(o.mount_options);
+      }
+      Result<pid_t> pid = SpawnDetached(argv, s.mount.log);
+      if (!pid.ok()) return pid.status();
+      s.mount.pid = *pid;
+      Status st = WaitMounted(s.mount.dir, *pid, s.mount.log, o.timeout);
+      if (!st.ok()) s.mount.pid = 0;
+      AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+      AQ_RETURN_IF_ERROR(st);
+      mount_started = true;
+    }
+    out << "  mount  " << s.mount.dir << "  pid " << s.mount.pid << "  "
+        << (mount_started ? "mounted" : "already mounted") << "  log " << s.mount.log << "\n";
+  }
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  out << "aquifer: cluster up: metadata server " << s.meta.address << ", "
+      << s.data_servers.size() << " data servers"
+      << (s.mount.dir.empty() || o.no_mount ? "" : ", mounted at " + s.mount.dir) << "\n"
+      << "  record  " << state_path << "\n"
+      << "  logs    " << root << "/logs/\n"
+      << "  status  aquifer status --root " << root << "\n"
+      << "  stop    aquifer cluster down --root " << root << "\n";
+  return s;
+}
+
+Status ClusterDown(const std::string& root_arg, std::chrono::milliseconds grace,
+                   std::ostream& out) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+  ClusterState s = std::move(*loaded);
+  Status first_error;
+  auto note = [&first_error](const Status& st) {
+    if (!st.ok() && first_error.ok()) first_error = st;
+  };
+
+  if (!s.mount.dir.empty()) {
+    Status st = Unmount(s.mount.dir, /*lazy_fallback=*/true, out);
+    note(st);
+    Result<bool> killed = StopProcess(s.mount.pid, kMountExe, grace);
+    note(killed.status());
+    out << "  mount  " << s.mount.dir << (st.ok() ? " unmounted" : " NOT unmounted")
+        << (killed.ok() && *killed ? " (aquifer-mount needed SIGKILL)" : "") << "\n";
+    if (killed.ok()) s.mount.pid = 0;
+  }
+  // SIGTERM every data server first so they stop in parallel, then wait for each.
+  for (const DataServerRecord& d : s.data_servers) {
+    if (IsProcessAlive(d.pid, kDataExe)) ::kill(d.pid, SIGTERM);
+  }
+  int stopped = 0;
+  for (DataServerRecord& d : s.data_servers) {
+    bool was_alive = IsProcessAlive(d.pid, kDataExe);
+    Result<bool> killed = StopProcess(d.pid, kDataExe, grace);
+    note(killed.status());
+    if (!killed.ok()) continue;
+    if (was_alive) ++stopped;
+    if (*killed) out << "  " << d.failure_domain << " needed SIGKILL\n";
+    d.pid = 0;
+  }
+  out << "  data   " << stopped << " of " << s.data_servers.size() << " data servers stopped\n";
+  bool meta_alive = IsProcessAlive(s.meta.pid, kMetaExe);
+  Result<bool> killed = StopProcess(s.meta.pid, kMetaExe, grace);
+  note(killed.status());
+  if (killed.ok()) {
+    out << "  meta   " << (meta_alive ? "stopped" : "was not running")
+        << (*killed ? " (needed SIGKILL)" : "") << "\n";
+    s.meta.pid = 0;
+  }
+  note(SaveClusterState(state_path, s));
+  if (first_error.ok()) {
+    out << "aquifer: cluster down; data kept under " << root << " (`aquifer cluster up --root "
+        << root << "` brings it back)\n";
+  }
+  return first_error;
+}
+
+Status StopDataServer(const std::string& root_arg, int index, bool kill,
+                      std::chrono::milliseconds grace, std::ostream& out) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+  ClusterState s = std::move(*loaded);
+  if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
+    return NotFound("no data server " + std::to_string(index) + " in the cluster at " + root +
+                    " (it has 1.." + std::to_string(s.data_servers.size()) + ")");
+  }
+  DataServerRecord& d = s.data_servers[static_cast<size_t>(index - 1)];
+  if (!IsProcessAlive(d.pid, kDataExe)) {
+    out << "aquifer: data server " << d.failure_domain << " was not running\n";
+  } else {
+    Result<bool> killed = StopProcess(d.pid, kDataExe,
+                                      kill ? std::chrono::milliseconds(0) : grace);
+    if (!killed.ok()) return killed.status();
+    out << "aquifer: data server " << d.failure_domain << " (" << d.address << ", pid " << d.pid
+        << ") " << (kill ? "killed" : "stopped") << "\n";
+  }
+  d.pid = 0;
+  return SaveClusterState(state_path, s);
+}
+
+Status StartDataServer(const std::string& root_arg, int index, const std::string& bin_dir,
+                       std::chrono::milliseconds timeout, std::ostream& out) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+  ClusterState s = std::move(*loaded);
+  if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
+    return NotFound("no data server " + std::to_string(index) + " in the cluster at " + root +
+                    " (it has 1.." + std::to_string(s.data_servers.size()) + ")");
+  }
+  if (s.meta.address.empty() || !IsProcessAlive(s.meta.pid, kMetaExe)) {
+    return Unavailable("the metadata server of " + root +
+                       " is not running; use `aquifer cluster up --root " + root + "`");
+  }
+  DataServerRecord& d = s.data_servers[static_cast<size_t>(index - 1)];
+  if (IsProcessAlive(d.pid, kDataExe)) {
+    out << "aquifer: data server " << d.failure_domain << " is already running (pid " << d.pid
+        << ")\n";
+    return OkStatus();
+  }
+  Result<std::string> data_bin = FindBinary(kDataExe, bin_dir);
+  if (!data_bin.ok()) return data_bin.status();
+  AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
+  Result<std::string> addr =
+      StartAndWait(DataArgv(*data_bin, s, d, "info", ""), kDataExe,
+                   PortFile(s, d.failure_domain), d.log, timeout, &d.pid);
+  if (!addr.ok()) {
+    (void)SaveClusterState(state_path, s);
+    return addr.status();
+  }
+  d.address = *addr;
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));
+  out << "aquifer: data server " << d.failure_domain << " started (" << d.address << ", pid "
+      << d.pid << ") and registered\n";
+  return OkStatus();
+}
+
+}  // namespace aquifer::cli

@@ -1,0 +1,74 @@
+// A whole Aquifer cluster on one machine, on loopback: one aquifer-meta, N aquifer-data (each
+// its own failure domain "ds1".."dsN") on directories under a root, and an aquifer-mount FUSE
+// mount. Everything it starts is recorded in ROOT/cluster.json (see cluster_state.h); logs go to
+// ROOT/logs/*.log. Idempotent: `Up` on a root whose cluster is partly running starts only what
+// is missing, on the same ports and directories, so no data is lost and the surviving daemons
+// and the mount keep working.
+//
+// Directory shape: ROOT/cluster.json, ROOT/cluster.lock, ROOT/logs/{meta,ds1..,mount}.log,
+// ROOT/run/*.port, ROOT/meta/db/, ROOT/data/ds1.., ROOT/mnt (default mount point).
+// Not thread-safe; concurrent `aquifer` commands on one root serialize on ROOT/cluster.lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "aquifer/status.h"
+#include "cli/cluster_state.h"
+
+namespace aquifer::cli {
+
+inline constexpr char kDefaultClusterRoot[] = "/tmp/aquifer-cluster";
+
+struct UpOptions {
+  std::string root = kDefaultClusterRoot;  // absolute or relative; made absolute
+  int data_servers = 6;                    // used when the root has no cluster yet
+  uint32_t k = 4;                          // default layout of a new cluster
+  uint32_t m = 2;
+  uint64_t unit_bytes = 1048576;           // stripe unit, bytes
+  std::string mount_dir;                   // "" = ROOT/mnt
+  bool no_mount = false;                   // start the daemons only
+  std::string mount_options;               // passed as -o to aquifer-mount ("" = none)
+  uint64_t capacity_bytes = 0;             // per data server; 0 = the disk's size
+  std::string bin_dir;                     // "" = beside this executable / build tree / PATH
+  std::string log_level = "info";
+  std::string meta_config;                 // optional TOML passed to aquifer-meta --config
+  std::string data_config;                 // optional TOML passed to aquifer-data --config
+  std::chrono::milliseconds timeout{60000};  // per wait (serving, registration, mount)
+  // Which of the layout/size fields the user set explicitly; an existing cluster with other
+  // values is an error rather than silently ignored.
+  bool data_servers_given = false;
+  bool layout_given = false;
+};
+
+// Starts what is missing of the cluster under options.root and prints one line per daemon to
+// `out`. Returns the record as saved. Errors: kInvalidArgument for bad options or a
+// conflicting existing cluster; kNotFound when a binary is missing; kUnavailable (with the
+// log's last lines) when a daemon exits or does not serve / register / mount in time.
+Result<ClusterState> ClusterUp(const UpOptions& options, std::ostream& out);
+
+// Unmounts (fusermount3 -u; lazily with -uz if busy after a few tries), then SIGTERMs the mount,
+// the data servers and the metadata server, waiting up to `grace` for each before SIGKILL.
+// Keeps cluster.json (with pids cleared) and all data, so `ClusterUp` brings it back.
+// Errors: kNotFound when `root` has no cluster record.
+Status ClusterDown(const std::string& root, std::chrono::milliseconds grace, std::ostream& out);
+
+// Stops data server `index` (1..N) of the local cluster: SIGTERM with `grace`, or SIGKILL at
+// once when `kill` (a crash). Errors: kNotFound (no record / no such index).
+Status StopDataServer(const std::string& root, int index, bool kill,
+                      std::chrono::milliseconds grace, std::ostream& out);
+
+// Restarts data server `index` on its old port and directory (so it keeps its id and chunks)
+// and waits until the metadata server reports it up. Errors as ClusterUp.
+Status StartDataServer(const std::string& root, int index, const std::string& bin_dir,
+                       std::chrono::milliseconds timeout, std::ostream& out);
+
+// ROOT/cluster.json of `root` (made absolute).
+std::string ClusterStatePath(const std::string& root);
+
+// `root` made absolute and normalized (no trailing slash).
+std::string AbsoluteRoot(const std::string& root);
+
+}  // namespace aquifer::cli

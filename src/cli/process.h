@@ -1,0 +1,72 @@
+// Process helpers for the local cluster: start a daemon detached with its output in a log file,
+// tell whether a recorded pid is still that daemon, stop it with a deadline, wait for the
+// port file a daemon writes once it serves, find mounts, and find sibling binaries.
+// Single-threaded use (the `aquifer` command); nothing here keeps state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "aquifer/status.h"
+
+namespace aquifer::cli {
+
+// Starts argv[0] (an absolute path) with argv in a new session (setsid), stdin from /dev/null,
+// stdout and stderr appended to `log_path`. Returns the child's pid at once; the child outlives
+// this process. Errors: kInternal when fork fails or the log cannot be opened; an exec failure
+// shows up as the child exiting with 127 and a line in the log.
+Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& log_path);
+
+// Runs argv to completion (no shell), output to this process's stderr. Returns its exit code
+// (128 + signal number when killed). Errors: kInternal when it cannot be started.
+Result<int> RunAndWait(const std::vector<std::string>& argv);
+
+// True when `pid` > 0 is a live (not zombie) process whose executable's file name is
+// `exe_name` (e.g. "aquifer-data"), so a recycled pid is not mistaken for our daemon.
+bool IsProcessAlive(pid_t pid, const std::string& exe_name);
+
+// Reaps `pid` if it is a child of this process that has exited; no effect otherwise.
+void ReapIfChild(pid_t pid);
+
+// Sends SIGTERM to `pid` (if alive as `exe_name`), waits up to `grace` for it to exit, then
+// SIGKILL and waits up to 5 s more. Returns true when it had to use SIGKILL.
+// Errors: kInternal when the process is still alive after SIGKILL.
+Result<bool> StopProcess(pid_t pid, const std::string& exe_name, std::chrono::milliseconds grace);
+
+// Waits until `port_file` exists and holds "HOST:PORT", polling every 20 ms, while `pid` stays
+// alive as `exe_name`. Returns the trimmed contents. Errors: kUnavailable when the process
+// exits first ("exited before serving; see LOG") or the deadline passes.
+Result<std::string> WaitForPortFile(const std::string& port_file, pid_t pid,
+                                    const std::string& exe_name,
+                                    std::chrono::milliseconds timeout);
+
+// The file system type of the mount at `dir` (e.g. "fuse.aquifer"), from /proc/self/mountinfo,
+// or "" when nothing is mounted exactly there.
+std::string MountTypeAt(const std::string& dir);
+
+// Mount points (absolute paths) of every mount whose type starts with "fuse" and whose mount
+// point starts with `prefix` (e.g. "/tmp/aquifer-").
+std::vector<std::string> FuseMountsUnder(const std::string& prefix);
+
+// "MOUNTPOINT (TYPE)" of every mount whose type starts with "fuse" and contains "aquifer".
+std::vector<std::string> AquiferMounts();
+
+// Absolute path of this executable (/proc/self/exe), or "" when unreadable.
+std::string SelfExePath();
+
+// Finds the executable `name` (e.g. "aquifer-meta"). Order: if `bin_dir` is not empty, only
+// bin_dir/name and bin_dir/src/<module>/name (bin_dir may be a build tree); otherwise beside
+// this executable, in the build tree relative to it (../metadata/, ../server/,
+// ../client_fuse/), then $PATH. Errors: kNotFound listing the places tried.
+Result<std::string> FindBinary(const std::string& name, const std::string& bin_dir);
+
+// The last `max_lines` lines of a text file ("" if unreadable), for error messages.
+std::string TailOfFile(const std::string& path, int max_lines);
+
+// mkdir -p. Errors: kInternal with the errno text.
+Status MakeDirs(const std::string& path);
+
+}  // namespace aquifer::cli

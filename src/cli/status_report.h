@@ -1,0 +1,34 @@
+// Text of `aquifer status`: servers, placement groups, capacity, the mount and (for a local
+// cluster) its processes. Pure formatting; no I/O except what the caller passes in.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "aquifer/status.h"
+#include "cli/cluster_state.h"
+#include "cli/cluster_view.h"
+
+namespace aquifer::cli {
+
+// What is known about the local processes of a `--root` cluster.
+struct LocalProcesses {
+  ClusterState state;
+  bool meta_alive = false;
+  std::vector<bool> data_alive;  // per state.data_servers entry
+  bool mount_alive = false;
+  std::string mount_type;        // fs type at state.mount.dir, "" when not mounted
+};
+
+// "1.5 GiB", "512 B", "20.0 MiB" (binary units, one decimal above bytes).
+std::string HumanBytes(uint64_t bytes);
+
+// The whole report. `view` is the metadata server's answer, or its error (then the report says
+// the metadata server is unreachable and shows what else it knows). `local` is set for --root.
+// `mounts` lists fuse mount points found on this host (shown when `local` is not set).
+std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,
+                         const std::optional<LocalProcesses>& local,
+                         const std::vector<std::string>& mounts);
+
+}  // namespace aquifer::cli
