@@ -419,7 +419,7 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
 void MetaRpcServer::Shutdown() {
   if (impl_->stopped) return;
   impl_->stopped = true;
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   impl_->server->Wait();
 }
 

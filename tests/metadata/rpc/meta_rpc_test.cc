@@ -1,0 +1,281 @@
+// Integration: the real aquifer-meta binary on 127.0.0.1 port 0, driven through gRPC.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "aquifer/status.h"
+#include "meta_process.h"
+
+namespace aquifer::meta::testing {
+namespace {
+
+class MetaRpcTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    proc_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  void StartMeta(std::vector<std::string> extra = {}) {
+    if (dir_.empty()) dir_ = NewScratchDir("rpc");
+    proc_ = std::make_unique<MetaProcess>(AQUIFER_META_BIN, dir_, std::move(extra));
+    ASSERT_TRUE(proc_->Start()) << "aquifer-meta did not start";
+  }
+  pb::MetaService::Stub& stub() { return proc_->stub(); }
+
+  pb::AttrResponse Mkdir(uint64_t parent, const std::string& name) {
+    pb::MkdirRequest req;
+    req.set_parent(parent);
+    req.set_name(name);
+    req.set_mode(0755);
+    pb::AttrResponse resp;
+    EXPECT_TRUE(stub().Mkdir(Ctx().get(), req, &resp).ok());
+    return resp;
+  }
+  pb::CreateResponse Create(uint64_t parent, const std::string& name, uint64_t session = 0,
+                            bool write = false) {
+    pb::CreateRequest req;
+    req.set_parent(parent);
+    req.set_name(name);
+    req.set_mode(S_IFREG | 0644);
+    req.set_exclusive(true);
+    req.set_session(session);
+    req.set_open_for_write(write);
+    pb::CreateResponse resp;
+    EXPECT_TRUE(stub().Create(Ctx().get(), req, &resp).ok());
+    return resp;
+  }
+  pb::AttrResponse Lookup(uint64_t parent, const std::string& name) {
+    pb::LookupRequest req;
+    req.set_parent(parent);
+    req.set_name(name);
+    pb::AttrResponse resp;
+    EXPECT_TRUE(stub().Lookup(Ctx().get(), req, &resp).ok());
+    return resp;
+  }
+  uint64_t OpenSession() {
+    pb::OpenSessionRequest req;
+    req.set_client_name("test");
+    pb::OpenSessionResponse resp;
+    EXPECT_TRUE(stub().OpenSession(Ctx().get(), req, &resp).ok());
+    EXPECT_EQ(resp.status().code(), 0);
+    return resp.session();
+  }
+  int OpenForWrite(uint64_t ino, uint64_t session) {
+    pb::OpenRequest req;
+    req.set_ino(ino);
+    req.set_flags(O_WRONLY);
+    req.set_session(session);
+    pb::OpenResponse resp;
+    EXPECT_TRUE(stub().Open(Ctx().get(), req, &resp).ok());
+    return resp.status().code();
+  }
+
+  std::string dir_;
+  std::unique_ptr<MetaProcess> proc_;
+};
+
+TEST_F(MetaRpcTest, AcknowledgedOperationsSurviveKill9AndRestart) {
+  StartMeta();
+  ASSERT_TRUE(RegisterServers(stub(), 6));
+  auto d = Mkdir(1, "data");
+  ASSERT_EQ(d.status().code(), 0) << d.status().message();
+  uint64_t session = OpenSession();
+  auto f = Create(d.attr().ino(), "f", session, true);
+  ASSERT_EQ(f.status().code(), 0) << f.status().message();
+  EXPECT_GT(f.write_version(), 0u);
+  EXPECT_EQ(f.attr().layout().k(), 4u);
+  pb::CommitRequest commit;
+  commit.set_ino(f.attr().ino());
+  commit.set_session(session);
+  commit.set_size(5000000);
+  commit.mutable_mtime()->set_sec(1234);
+  commit.mutable_mtime()->set_nsec(5678);
+  commit.set_write_version(f.write_version());
+  commit.set_sync(true);
+  pb::CommitResponse committed;
+  ASSERT_TRUE(stub().Commit(Ctx().get(), commit, &committed).ok());
+  ASSERT_EQ(committed.status().code(), 0) << committed.status().message();
+  pb::XattrRequest x;
+  x.set_ino(f.attr().ino());
+  x.set_name("user.tag");
+  x.set_value("v1");
+  pb::XattrResponse xr;
+  ASSERT_TRUE(stub().SetXattr(Ctx().get(), x, &xr).ok());
+  ASSERT_EQ(xr.status().code(), 0);
+  auto unsynced = Mkdir(1, "after-sync");  // acknowledged without sync: survives kill -9 too
+  ASSERT_EQ(unsynced.status().code(), 0);
+
+  int status = proc_->Kill(SIGKILL);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  StartMeta();
+
+  auto d2 = Lookup(1, "data");
+  ASSERT_EQ(d2.status().code(), 0);
+  auto f2 = Lookup(d2.attr().ino(), "f");
+  ASSERT_EQ(f2.status().code(), 0);
+  EXPECT_EQ(f2.attr().size(), 5000000u);
+  EXPECT_EQ(f2.attr().mtime().nsec(), 5678u);
+  EXPECT_EQ(f2.attr().data_version(), f.write_version());
+  EXPECT_EQ(f2.attr().blocks(), (5000000u + 511) / 512);
+  EXPECT_EQ(Lookup(1, "after-sync").status().code(), 0);
+  ASSERT_TRUE(stub().GetXattr(Ctx().get(), x, &xr).ok());
+  EXPECT_EQ(xr.value(), "v1");
+  // Inode numbers and write versions keep growing after the restart.
+  uint64_t s2 = OpenSession();
+  EXPECT_NE(s2, session);
+  auto g = Create(1, "g", s2, true);
+  ASSERT_EQ(g.status().code(), 0) << g.status().message();
+  EXPECT_GT(g.attr().ino(), unsynced.attr().ino());
+  EXPECT_GT(g.write_version(), committed.next_write_version());
+  pb::StatFsResponse fs;
+  ASSERT_TRUE(stub().StatFs(Ctx().get(), pb::StatFsRequest(), &fs).ok());
+  EXPECT_EQ(fs.files(), 5u);  // root, data, f, after-sync, g
+  EXPECT_EQ(fs.total_bytes(), 6ull << 40);
+  pb::StatusResponse synced;
+  ASSERT_TRUE(stub().Sync(Ctx().get(), pb::SyncRequest(), &synced).ok());
+  EXPECT_EQ(synced.status().code(), 0);
+}
+
+TEST_F(MetaRpcTest, ErrorsTravelAsRpcStatusCodes) {
+  StartMeta();
+  auto none = Lookup(1, "missing");
+  EXPECT_EQ(none.status().code(), static_cast<int>(Code::kNotFound));
+  auto bad = Mkdir(1, std::string(256, 'x'));
+  EXPECT_EQ(bad.status().code(), static_cast<int>(Code::kNameTooLong));
+  auto f = Create(1, "f");  // no data servers registered
+  EXPECT_EQ(f.status().code(), static_cast<int>(Code::kUnavailable));
+  EXPECT_EQ(f.status().message(), "need 6 data servers in distinct failure domains, 0 are up");
+  pb::GetAttrRequest ga;
+  ga.set_ino(1);
+  pb::AttrResponse root;
+  ASSERT_TRUE(stub().GetAttr(Ctx().get(), ga, &root).ok());
+  EXPECT_EQ(root.attr().mode(), static_cast<uint32_t>(S_IFDIR | 0755));
+}
+
+TEST_F(MetaRpcTest, SilentDataServerIsMarkedDown) {
+  StartMeta({"--heartbeat-timeout-ms", "300"});
+  ASSERT_TRUE(RegisterServers(stub(), 1));
+  pb::ClusterMapResponse map;
+  ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &map).ok());
+  ASSERT_EQ(map.servers_size(), 1);
+  EXPECT_TRUE(map.servers(0).up());
+  uint64_t v0 = map.version();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool down = false;
+  while (!down && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &map).ok());
+    down = !map.servers(0).up();
+    if (!down) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling
+  }
+  ASSERT_TRUE(down);
+  EXPECT_GT(map.version(), v0);
+  // A heartbeat brings it back.
+  pb::HeartbeatRequest hb;
+  hb.set_server_id(map.servers(0).id());
+  pb::HeartbeatResponse hr;
+  ASSERT_TRUE(stub().Heartbeat(Ctx().get(), hb, &hr).ok());
+  EXPECT_GT(hr.map_version(), map.version());
+}
+
+TEST_F(MetaRpcTest, ExpiredSessionLosesItsWriteLease) {
+  StartMeta({"--session-ttl-ms", "300"});
+  ASSERT_TRUE(RegisterServers(stub(), 6));
+  uint64_t s1 = OpenSession();
+  auto f = Create(1, "f", s1, true);
+  ASSERT_EQ(f.status().code(), 0);
+  uint64_t s2 = OpenSession();
+  EXPECT_EQ(OpenForWrite(f.attr().ino(), s2), static_cast<int>(Code::kWouldBlock));
+  // s2 keeps itself alive; s1 goes silent and its lease goes with it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int code = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pb::SessionRequest ka;
+    ka.set_session(s2);
+    pb::StatusResponse kr;
+    ASSERT_TRUE(stub().KeepAlive(Ctx().get(), ka, &kr).ok());
+    ASSERT_EQ(kr.status().code(), 0);
+    code = OpenForWrite(f.attr().ino(), s2);
+    if (code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling
+  }
+  EXPECT_EQ(code, 0);
+}
+
+TEST_F(MetaRpcTest, ConfigFileFillsOptionsAndFlagsWin) {
+  dir_ = NewScratchDir("cfg");
+  {
+    std::ofstream cfg(dir_ + "/meta.toml");
+    cfg << "k = 3\nm = 1\nunit-bytes = 65536\npgs-per-table = 8\n";
+  }
+  StartMeta({"--config", dir_ + "/meta.toml", "--k", "2"});
+  pb::ClusterMapResponse map;
+  ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &map).ok());
+  EXPECT_EQ(map.default_k(), 2u);
+  EXPECT_EQ(map.default_m(), 1u);
+  EXPECT_EQ(map.default_unit_bytes(), 65536u);
+  ASSERT_TRUE(RegisterServers(stub(), 3));
+  auto f = Create(1, "f");
+  ASSERT_EQ(f.status().code(), 0) << f.status().message();
+  EXPECT_EQ(f.attr().layout().pg_count(), 8u);
+  // SIGTERM: a clean exit.
+  int status = proc_->Kill(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(MetaRpcTest, ManyClientsCreatingInOneDirectoryAllSucceed) {
+  StartMeta();
+  ASSERT_TRUE(RegisterServers(stub(), 6));
+  auto d = Mkdir(1, "shared");
+  constexpr int kThreads = 4, kFiles = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      grpc::ChannelArguments args;
+      args.SetInt("aquifer.test.channel", t);  // a channel (connection) of its own
+      auto ch = grpc::CreateCustomChannel(proc_->address(), grpc::InsecureChannelCredentials(),
+                                          args);
+      auto st = pb::MetaService::NewStub(ch);
+      for (int i = 0; i < kFiles; ++i) {
+        pb::CreateRequest req;
+        req.set_parent(d.attr().ino());
+        req.set_name("t" + std::to_string(t) + "-" + std::to_string(i));
+        req.set_mode(S_IFREG | 0644);
+        req.set_exclusive(true);
+        pb::CreateResponse resp;
+        if (!st->Create(Ctx().get(), req, &resp).ok() || resp.status().code() != 0) failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  uint64_t cookie = 0, count = 0;
+  bool eof = false;
+  while (!eof) {
+    pb::ReadDirRequest req;
+    req.set_ino(d.attr().ino());
+    req.set_cookie(cookie);
+    req.set_max_entries(100);
+    req.set_plus(true);
+    pb::ReadDirResponse resp;
+    ASSERT_TRUE(stub().ReadDir(Ctx().get(), req, &resp).ok());
+    ASSERT_EQ(resp.status().code(), 0);
+    for (const auto& e : resp.entries()) {
+      cookie = e.cookie();
+      EXPECT_EQ(e.attr().ino(), e.ino());
+      ++count;
+    }
+    eof = resp.eof();
+  }
+  EXPECT_EQ(count, uint64_t{kThreads * kFiles});
+  auto dir = Lookup(1, "shared");
+  EXPECT_EQ(dir.attr().nlink(), 2u);
+}
+
+}  // namespace
+}  // namespace aquifer::meta::testing

@@ -1,0 +1,749 @@
+// MetadataService behaviours, on the in-memory store with test clocks.
+#include <linux/fs.h>
+#include <sys/xattr.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "service_test_util.h"
+
+namespace aquifer::meta {
+namespace {
+
+using testing::Root;
+using testing::User;
+
+class MetadataServiceTest : public testing::ServiceFixture {
+ protected:
+  void SetUp() override {
+    ServiceFixture::SetUp();
+    AddServers(6);
+  }
+};
+
+TEST_F(MetadataServiceTest, CreatesRootOnFirstStart) {
+  auto root = svc_->GetAttr(kRootInode);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->mode, S_IFDIR | 0755u);
+  EXPECT_EQ(root->uid, 0u);
+  EXPECT_EQ(root->gid, 0u);
+  EXPECT_EQ(root->nlink, 2u);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, NewFileGetsClusterDefaultLayoutAndUpdatesParent) {
+  auto before = *svc_->GetAttr(kRootInode);
+  Inode f = File(kRootInode, "a", 0640);
+  EXPECT_EQ(f.layout.k, 4u);
+  EXPECT_EQ(f.layout.m, 2u);
+  EXPECT_EQ(f.layout.unit_bytes, 1u << 20);
+  EXPECT_EQ(f.layout.pg_count, 64u);
+  EXPECT_EQ(f.nlink, 1u);
+  EXPECT_EQ(f.mode, S_IFREG | 0640u);
+  auto after = *svc_->GetAttr(kRootInode);
+  EXPECT_GT(after.mtime, before.mtime);
+  EXPECT_GT(after.ctime, before.ctime);
+  auto looked = svc_->Lookup(kRootInode, "a", User());
+  ASSERT_TRUE(looked.ok());
+  EXPECT_EQ(looked->ino, f.ino);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, MkdirLinkUnlinkRmdirKeepCounts) {
+  Inode d = Dir(kRootInode, "d");
+  EXPECT_EQ(svc_->GetAttr(kRootInode)->nlink, 3u);
+  Inode f = File(d.ino, "f");
+  auto l = svc_->Link(f.ino, kRootInode, "hard", Root());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->nlink, 2u);
+  CheckInvariants();
+  ASSERT_TRUE(svc_->Unlink(d.ino, "f", Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(f.ino)->nlink, 1u);
+  EXPECT_TRUE(svc_->PendingGcTasks().empty());
+  ASSERT_TRUE(svc_->Rmdir(kRootInode, "d", Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(kRootInode)->nlink, 2u);
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "hard", Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(f.ino).status().code(), Code::kNotFound);
+  auto gc = svc_->PendingGcTasks();
+  ASSERT_EQ(gc.size(), 1u);
+  EXPECT_EQ(gc[0].ino, f.ino);
+  EXPECT_EQ(gc[0].from_stripe, 0u);
+  EXPECT_EQ(gc[0].max_version, UINT64_MAX);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, SymlinkAndMknodAndReadlink) {
+  auto s = svc_->Symlink(kRootInode, "ln", "target/path", Root());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->size, 11u);
+  EXPECT_EQ(*svc_->Readlink(s->ino), "target/path");
+  CreateArgs a{kRootInode, "fifo", S_IFIFO | 0600, 0, true, SessionId(), false};
+  auto fifo = svc_->Create(a, Root());
+  ASSERT_TRUE(fifo.ok());
+  EXPECT_TRUE(S_ISFIFO(fifo->attr.mode));
+  EXPECT_TRUE(fifo->attr.layout.empty());
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, RenameReplacesTargetAndMovesDirectories) {
+  Inode a = Dir(kRootInode, "a");
+  Inode b = Dir(kRootInode, "b");
+  Inode f = File(a.ino, "f");
+  Inode g = File(b.ino, "g");
+  ASSERT_TRUE(svc_->Rename(a.ino, "f", b.ino, "g", 0, Root()).ok());
+  EXPECT_EQ(svc_->Lookup(b.ino, "g", Root())->ino, f.ino);
+  EXPECT_EQ(svc_->GetAttr(g.ino).status().code(), Code::kNotFound);
+  Inode sub = Dir(a.ino, "sub");
+  ASSERT_TRUE(svc_->Rename(a.ino, "sub", b.ino, "sub2", 0, Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(a.ino)->nlink, 2u);
+  EXPECT_EQ(svc_->GetAttr(b.ino)->nlink, 3u);
+  EXPECT_EQ(svc_->GetAttr(sub.ino)->parent, b.ino);
+  EXPECT_EQ(svc_->Lookup(sub.ino, "..", Root())->ino, b.ino);
+  // Same inode under both names: nothing happens.
+  ASSERT_TRUE(svc_->Link(f.ino, b.ino, "f2", Root()).ok());
+  ASSERT_TRUE(svc_->Rename(b.ino, "g", b.ino, "f2", 0, Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(f.ino)->nlink, 2u);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, RenameExchangeSwapsFileAndDirectory) {
+  Inode a = Dir(kRootInode, "a");
+  Inode f = File(kRootInode, "f");
+  Inode d = Dir(a.ino, "d");
+  ASSERT_TRUE(svc_->Rename(kRootInode, "f", a.ino, "d", RENAME_EXCHANGE, Root()).ok());
+  EXPECT_EQ(svc_->Lookup(kRootInode, "f", Root())->ino, d.ino);
+  EXPECT_EQ(svc_->Lookup(a.ino, "d", Root())->ino, f.ino);
+  EXPECT_EQ(svc_->GetAttr(d.ino)->parent, kRootInode);
+  EXPECT_EQ(svc_->GetAttr(a.ino)->nlink, 2u);
+  EXPECT_EQ(svc_->GetAttr(kRootInode)->nlink, 4u);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, RenameNoReplaceMovesWhenTargetIsAbsent) {
+  File(kRootInode, "x");
+  ASSERT_TRUE(svc_->Rename(kRootInode, "x", kRootInode, "y", RENAME_NOREPLACE, Root()).ok());
+  EXPECT_TRUE(svc_->Lookup(kRootInode, "y", Root()).ok());
+  CheckInvariants();
+}
+
+// Every bad input gives its code and changes nothing.
+TEST_F(MetadataServiceTest, BadInputsGiveTheirErrorAndChangeNothing) {
+  Inode d = Dir(kRootInode, "d");
+  Inode sub = Dir(d.ino, "sub");
+  File(sub.ino, "inner");
+  Inode f = File(kRootInode, "f");
+  Inode ne = Dir(kRootInode, "nonempty");
+  File(ne.ino, "x");
+  Inode priv = Dir(kRootInode, "priv", 0700);
+  File(priv.ino, "secret");
+  Inode lnk = *svc_->Symlink(kRootInode, "ln", "f", Root());
+  Inode mine = Dir(kRootInode, "mine", 0755, Root());
+  ASSERT_TRUE(svc_->SetAttr(mine.ino, SetAttrArgs{kSetUid | kSetGid, 0, 1000, 1000}, Root(),
+                            SessionId())
+                  .ok());
+  const std::string long_name(256, 'n');
+  auto mk = [&](InodeId p, std::string name) { return svc_->Mkdir(p, name, 0755, Root()).status(); };
+  auto create = [&](InodeId p, std::string name, const Caller& c, SessionId s = SessionId()) {
+    CreateArgs a{p, std::move(name), S_IFREG | 0644, 0, true, s, false};
+    return svc_->Create(a, c).status();
+  };
+  auto setx = [&](InodeId ino, std::string name, std::string value, uint32_t flags) {
+    return svc_->SetXattr(ino, name, value, flags, Root());
+  };
+  struct Row {
+    const char* what;
+    std::function<Status()> op;
+    Code want;
+  };
+  const std::vector<Row> rows = {
+      {"lookup missing", [&] { return svc_->Lookup(kRootInode, "nope", Root()).status(); },
+       Code::kNotFound},
+      {"getattr unknown inode", [&] { return svc_->GetAttr(InodeId(99999)).status(); },
+       Code::kNotFound},
+      {"create in missing parent", [&] { return create(InodeId(99999), "z", Root()); },
+       Code::kNotFound},
+      {"create existing exclusive", [&] { return create(kRootInode, "f", Root()); },
+       Code::kAlreadyExists},
+      {"mkdir existing", [&] { return mk(kRootInode, "d"); }, Code::kAlreadyExists},
+      {"mkdir name over 255", [&] { return mk(kRootInode, long_name); }, Code::kNameTooLong},
+      {"mkdir name with slash", [&] { return mk(kRootInode, "a/b"); }, Code::kInvalidArgument},
+      {"mkdir name with NUL", [&] { return mk(kRootInode, std::string("a\0b", 3)); },
+       Code::kInvalidArgument},
+      {"mkdir dot", [&] { return mk(kRootInode, "."); }, Code::kInvalidArgument},
+      {"mkdir dotdot", [&] { return mk(kRootInode, ".."); }, Code::kInvalidArgument},
+      {"mkdir empty name", [&] { return mk(kRootInode, ""); }, Code::kInvalidArgument},
+      {"mkdir under a file", [&] { return mk(f.ino, "x"); }, Code::kNotDirectory},
+      {"lookup under a file", [&] { return svc_->Lookup(f.ino, "x", Root()).status(); },
+       Code::kNotDirectory},
+      {"unlink a directory", [&] { return svc_->Unlink(kRootInode, "d", Root()); },
+       Code::kIsDirectory},
+      {"unlink missing", [&] { return svc_->Unlink(kRootInode, "nope", Root()); },
+       Code::kNotFound},
+      {"rmdir a file", [&] { return svc_->Rmdir(kRootInode, "f", Root()); }, Code::kNotDirectory},
+      {"rmdir non-empty", [&] { return svc_->Rmdir(kRootInode, "nonempty", Root()); },
+       Code::kNotEmpty},
+      {"rename dir into own subtree",
+       [&] { return svc_->Rename(kRootInode, "d", sub.ino, "d2", 0, Root()); },
+       Code::kInvalidArgument},
+      {"rename dir onto itself below", [&] { return svc_->Rename(kRootInode, "d", d.ino, "x", 0, Root()); },
+       Code::kInvalidArgument},
+      {"rename noreplace onto existing",
+       [&] { return svc_->Rename(kRootInode, "f", kRootInode, "ln", RENAME_NOREPLACE, Root()); },
+       Code::kAlreadyExists},
+      {"rename exchange with missing target",
+       [&] { return svc_->Rename(kRootInode, "f", kRootInode, "nope", RENAME_EXCHANGE, Root()); },
+       Code::kNotFound},
+      {"rename both flags",
+       [&] { return svc_->Rename(kRootInode, "f", kRootInode, "ln", 3, Root()); },
+       Code::kInvalidArgument},
+      {"rename unknown flag",
+       [&] { return svc_->Rename(kRootInode, "f", kRootInode, "g", 8, Root()); },
+       Code::kInvalidArgument},
+      {"rename missing source",
+       [&] { return svc_->Rename(kRootInode, "nope", kRootInode, "g", 0, Root()); },
+       Code::kNotFound},
+      {"rename dir over file",
+       [&] { return svc_->Rename(kRootInode, "d", kRootInode, "f", 0, Root()); },
+       Code::kNotDirectory},
+      {"rename file over dir",
+       [&] { return svc_->Rename(kRootInode, "f", kRootInode, "nonempty", 0, Root()); },
+       Code::kIsDirectory},
+      {"rename dir over non-empty dir",
+       [&] { return svc_->Rename(kRootInode, "d", kRootInode, "nonempty", 0, Root()); },
+       Code::kNotEmpty},
+      {"rename to dot", [&] { return svc_->Rename(kRootInode, "f", kRootInode, ".", 0, Root()); },
+       Code::kInvalidArgument},
+      {"hard link to a directory",
+       [&] { return svc_->Link(d.ino, kRootInode, "dl", Root()).status(); },
+       Code::kNotPermitted},
+      {"hard link onto existing name",
+       [&] { return svc_->Link(f.ino, kRootInode, "d", Root()).status(); },
+       Code::kAlreadyExists},
+      {"user creates in root-owned 0755 dir", [&] { return create(kRootInode, "u", User()); },
+       Code::kPermissionDenied},
+      {"user looks up in 0700 dir",
+       [&] { return svc_->Lookup(priv.ino, "secret", User()).status(); },
+       Code::kPermissionDenied},
+      {"user lists a 0700 dir",
+       [&] {
+         bool eof;
+         return svc_->ReadDir(priv.ino, 0, 10, false, User(), &eof).status();
+       },
+       Code::kPermissionDenied},
+      {"user unlinks in root-owned dir", [&] { return svc_->Unlink(kRootInode, "f", User()); },
+       Code::kPermissionDenied},
+      {"user chmods root's file",
+       [&] { return svc_->SetAttr(f.ino, SetAttrArgs{kSetMode, 0777}, User(), SessionId()).status(); },
+       Code::kNotPermitted},
+      {"user chowns own dir to root",
+       [&] {
+         return svc_->SetAttr(mine.ino, SetAttrArgs{kSetUid, 0, 0}, User(), SessionId()).status();
+       },
+       Code::kNotPermitted},
+      {"user chgrps own dir to a group it lacks",
+       [&] {
+         return svc_->SetAttr(mine.ino, SetAttrArgs{kSetGid, 0, 0, 5}, User(), SessionId())
+             .status();
+       },
+       Code::kNotPermitted},
+      {"user sets explicit times on root's file",
+       [&] {
+         SetAttrArgs a;
+         a.valid = kSetMtime;
+         a.mtime = {5, 5};
+         return svc_->SetAttr(f.ino, a, User(), SessionId()).status();
+       },
+       Code::kNotPermitted},
+      {"user truncates root's 0644 file",
+       [&] {
+         SetAttrArgs a;
+         a.valid = kSetSize;
+         return svc_->SetAttr(f.ino, a, User(), SessionId()).status();
+       },
+       Code::kPermissionDenied},
+      {"user opens root's 0644 file for write",
+       [&] { return svc_->Open(f.ino, O_WRONLY, SessionId(), User()).status(); },
+       Code::kPermissionDenied},
+      {"truncate a directory",
+       [&] {
+         SetAttrArgs a;
+         a.valid = kSetSize;
+         return svc_->SetAttr(d.ino, a, Root(), SessionId()).status();
+       },
+       Code::kIsDirectory},
+      {"open a directory for write",
+       [&] { return svc_->Open(d.ino, O_RDWR, SessionId(), Root()).status(); },
+       Code::kIsDirectory},
+      {"readlink of a file", [&] { return svc_->Readlink(f.ino).status(); },
+       Code::kInvalidArgument},
+      {"symlink with empty target",
+       [&] { return svc_->Symlink(kRootInode, "s2", "", Root()).status(); }, Code::kNotFound},
+      {"symlink over existing name",
+       [&] { return svc_->Symlink(kRootInode, "f", "x", Root()).status(); },
+       Code::kAlreadyExists},
+      {"getxattr missing", [&] { return svc_->GetXattr(f.ino, "user.none", Root()).status(); },
+       Code::kNoData},
+      {"setxattr replace missing", [&] { return setx(f.ino, "user.none", "v", XATTR_REPLACE); },
+       Code::kNoData},
+      {"setxattr unknown namespace", [&] { return setx(f.ino, "weird.x", "v", 0); },
+       Code::kNotSupported},
+      {"setxattr user on symlink", [&] { return setx(lnk.ino, "user.a", "v", 0); },
+       Code::kNotPermitted},
+      {"removexattr missing", [&] { return svc_->RemoveXattr(f.ino, "user.none", Root()); },
+       Code::kNoData},
+      {"layout k=0", [&] { return setx(d.ino, kLayoutXattr, "k=0 m=2 unit=1048576", 0); },
+       Code::kInvalidArgument},
+      {"layout unit not 4K aligned", [&] { return setx(d.ino, kLayoutXattr, "unit=1000", 0); },
+       Code::kInvalidArgument},
+      {"layout garbage", [&] { return setx(d.ino, kLayoutXattr, "bogus", 0); },
+       Code::kInvalidArgument},
+      {"layout unknown key", [&] { return setx(d.ino, kLayoutXattr, "q=1", 0); },
+       Code::kInvalidArgument},
+      {"layout empty", [&] { return setx(d.ino, kLayoutXattr, "", 0); }, Code::kInvalidArgument},
+      {"layout on a file of the wrong text", [&] { return setx(f.ino, kLayoutXattr, "k=x", 0); },
+       Code::kInvalidArgument},
+      {"create with an unknown session",
+       [&] { return create(kRootInode, "s", Root(), SessionId(12345)); }, Code::kStale},
+      {"create a directory type through Create",
+       [&] {
+         CreateArgs a{kRootInode, "dd", S_IFDIR | 0755, 0, true, SessionId(), false};
+         return svc_->Create(a, Root()).status();
+       },
+       Code::kInvalidArgument},
+  };
+  for (const Row& row : rows) {
+    std::string before = CheckInvariants();
+    Status st = row.op();
+    EXPECT_EQ(st.code(), row.want) << row.what << ": got " << st.ToString();
+    EXPECT_EQ(CheckInvariants(), before) << row.what << " changed the namespace";
+  }
+}
+
+TEST_F(MetadataServiceTest, RootBypassesPermissionsAndOwnersMaySetTimes) {
+  Inode priv = Dir(kRootInode, "priv", 0000);
+  EXPECT_TRUE(svc_->Mkdir(priv.ino, "x", 0755, Root()).ok());
+  Inode home = Dir(kRootInode, "home", 0777);
+  Inode f = File(home.ino, "mine", 0600, User());
+  ASSERT_EQ(f.uid, 1000u);
+  SetAttrArgs t;
+  t.valid = kSetAtime | kSetMtime;
+  t.atime = {100, 123456789};
+  t.mtime = {200, 987654321};
+  auto r = svc_->SetAttr(f.ino, t, User(), SessionId());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->mtime, (Timespec{200, 987654321}));
+  EXPECT_EQ(r->atime, (Timespec{100, 123456789}));
+  Caller member = User(1000, 1000);
+  member.groups = {50};
+  auto chgrp = svc_->SetAttr(f.ino, SetAttrArgs{kSetGid, 0, 0, 50}, member, SessionId());
+  ASSERT_TRUE(chgrp.ok());
+  EXPECT_EQ(chgrp->gid, 50u);
+  auto chmod = svc_->SetAttr(f.ino, SetAttrArgs{kSetMode, 0640}, User(), SessionId());
+  ASSERT_TRUE(chmod.ok());
+  EXPECT_EQ(chmod->mode, S_IFREG | 0640u);
+}
+
+TEST_F(MetadataServiceTest, StickyDirectoryProtectsOthersEntries) {
+  Inode tmp = Dir(kRootInode, "tmp", 01777);
+  File(tmp.ino, "alice", 0644, User(1001, 1001));
+  EXPECT_EQ(svc_->Unlink(tmp.ino, "alice", User(1002, 1002)).code(), Code::kNotPermitted);
+  EXPECT_TRUE(svc_->Unlink(tmp.ino, "alice", User(1001, 1001)).ok());
+}
+
+TEST_F(MetadataServiceTest, ReadDirCookiesResumeAcrossInsertsAndRemoves) {
+  Inode d = Dir(kRootInode, "d");
+  for (int i = 0; i < 20; ++i) File(d.ino, "f" + std::to_string(i));
+  bool eof = false;
+  auto first = svc_->ReadDir(d.ino, 0, 5, false, Root(), &eof);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 5u);
+  EXPECT_FALSE(eof);
+  // Between pages: remove an entry not yet seen and one already seen, add a new one.
+  ASSERT_TRUE(svc_->Unlink(d.ino, "f2", Root()).ok());
+  ASSERT_TRUE(svc_->Unlink(d.ino, "f10", Root()).ok());
+  File(d.ino, "late");
+  std::vector<std::string> seen;
+  for (const auto& e : *first) seen.push_back(e.name);
+  uint64_t cookie = first->back().cookie;
+  while (!eof) {
+    auto page = svc_->ReadDir(d.ino, cookie, 5, true, Root(), &eof);
+    ASSERT_TRUE(page.ok());
+    for (const auto& e : *page) {
+      seen.push_back(e.name);
+      EXPECT_TRUE(e.attr.has_value());
+      EXPECT_EQ(e.attr->ino, e.ino);
+      cookie = e.cookie;
+    }
+  }
+  // Every entry present throughout shows once; the removed unseen one does not; the new one does.
+  std::set<std::string> unique(seen.begin(), seen.end());
+  EXPECT_EQ(unique.size(), seen.size());
+  EXPECT_EQ(unique.count("f10"), 0u);
+  EXPECT_EQ(unique.count("f2"), 1u);  // seen before it was removed
+  EXPECT_EQ(unique.count("late"), 1u);
+  EXPECT_EQ(seen.size(), 20u);
+}
+
+TEST_F(MetadataServiceTest, LayoutXattrSetsDirDefaultsInheritedByNewFilesAndSubdirs) {
+  Inode d = Dir(kRootInode, "d");
+  EXPECT_EQ(*svc_->GetXattr(d.ino, kLayoutXattr, Root()), "k=4 m=2 unit=1048576");
+  AddServers(2, "extra");  // 8 domains now: width 8 can be placed
+  ASSERT_TRUE(svc_->SetXattr(d.ino, kLayoutXattr, "k=6 m=2 unit=65536", 0, Root()).ok());
+  EXPECT_EQ(*svc_->GetXattr(d.ino, kLayoutXattr, Root()), "k=6 m=2 unit=65536");
+  Inode sub = Dir(d.ino, "sub");
+  Inode f = File(sub.ino, "f");
+  EXPECT_EQ(f.layout.k, 6u);
+  EXPECT_EQ(f.layout.m, 2u);
+  EXPECT_EQ(f.layout.unit_bytes, 65536u);
+  EXPECT_EQ(*svc_->GetXattr(f.ino, kLayoutXattr, Root()), "k=6 m=2 unit=65536");
+  auto listed = svc_->ListXattr(f.ino, Root());
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());  // never listed
+  // A file's layout changes while empty; later only the same value is accepted.
+  ASSERT_TRUE(svc_->SetXattr(f.ino, kLayoutXattr, "k=4 m=2 unit=1048576", 0, Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(f.ino)->layout.k, 4u);
+  SetAttrArgs grow;
+  grow.valid = kSetSize;
+  grow.size = 10;
+  ASSERT_TRUE(svc_->SetAttr(f.ino, grow, Root(), SessionId()).ok());
+  EXPECT_TRUE(svc_->SetXattr(f.ino, kLayoutXattr, "k=4 m=2 unit=1048576", 0, Root()).ok());
+  EXPECT_EQ(svc_->SetXattr(f.ino, kLayoutXattr, "k=6 m=2 unit=65536", 0, Root()).code(),
+            Code::kInvalidArgument);
+  // Removing a directory's default falls back to the cluster's.
+  ASSERT_TRUE(svc_->RemoveXattr(d.ino, kLayoutXattr, Root()).ok());
+  EXPECT_EQ(File(d.ino, "g").layout.k, 4u);
+}
+
+TEST_F(MetadataServiceTest, UserXattrsHonourCreateAndReplaceFlags) {
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->SetXattr(f.ino, "user.a", std::string("v\0x", 3), XATTR_CREATE, Root()).ok());
+  EXPECT_EQ(svc_->SetXattr(f.ino, "user.a", "w", XATTR_CREATE, Root()).code(),
+            Code::kAlreadyExists);
+  ASSERT_TRUE(svc_->SetXattr(f.ino, "user.a", "w", XATTR_REPLACE, Root()).ok());
+  EXPECT_EQ(*svc_->GetXattr(f.ino, "user.a", Root()), "w");
+  EXPECT_EQ(*svc_->ListXattr(f.ino, Root()), (std::vector<std::string>{"user.a"}));
+  ASSERT_TRUE(svc_->RemoveXattr(f.ino, "user.a", Root()).ok());
+  EXPECT_TRUE(svc_->ListXattr(f.ino, Root())->empty());
+}
+
+TEST_F(MetadataServiceTest, CreateFailsClearlyWithoutEnoughFailureDomains) {
+  opts_.k = 8;
+  opts_.m = 2;
+  Restart(NewMemoryStore());
+  AddServers(4);
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, SessionId(), false};
+  auto r = svc_->Create(a, Root());
+  ASSERT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_EQ(r.status().message(), "need 10 data servers in distinct failure domains, 4 are up");
+  EXPECT_FALSE(svc_->Lookup(kRootInode, "f", Root()).ok());
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, PgTableUsesDistinctDomainsAndSpreadsLoad) {
+  AddServers(6, "more");  // 12 servers, 12 domains
+  File(kRootInode, "f");
+  ClusterMap map = svc_->GetClusterMap();
+  ASSERT_EQ(map.pg_tables.size(), 1u);
+  const PgTable& t = map.pg_tables[0];
+  EXPECT_EQ(t.width, 6u);
+  ASSERT_EQ(t.pgs.size(), 64u);
+  std::map<uint32_t, std::string> domain;
+  for (const auto& s : map.servers) domain[s.record.id.value()] = s.record.failure_domain;
+  std::map<uint32_t, int> load;
+  for (const auto& pg : t.pgs) {
+    ASSERT_EQ(pg.size(), 6u);
+    std::set<std::string> used;
+    for (ServerId s : pg) {
+      EXPECT_TRUE(used.insert(domain[s.value()]).second) << "two targets in one domain";
+      load[s.value()]++;
+    }
+  }
+  ASSERT_EQ(load.size(), 12u);
+  for (const auto& [id, n] : load) EXPECT_EQ(n, 32) << "server " << id;  // 64*6/12
+  // The table is never rebuilt: a new server leaves it as it is.
+  AddServers(1, "late");
+  File(kRootInode, "g");
+  EXPECT_EQ(svc_->GetClusterMap().pg_tables[0].pgs, t.pgs);
+}
+
+TEST_F(MetadataServiceTest, ServersKeepTheirIdAndGoDownWhenSilent) {
+  ServerRegistration r{"127.0.0.1:9999", "rack-z", 500, 5, "stable-uuid"};
+  auto first = svc_->RegisterServer(r);
+  ASSERT_TRUE(first.ok());
+  r.address = "127.0.0.1:9998";
+  auto again = svc_->RegisterServer(r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(first->first, again->first);
+  uint64_t v0 = svc_->GetClusterMap().version;
+  mono_ms_ += opts_.heartbeat_timeout_ms + 1;
+  ASSERT_TRUE(svc_->Heartbeat(HeartbeatArgs{again->first, 500, 6, 1, {}}).ok());
+  svc_->Tick();
+  ClusterMap map = svc_->GetClusterMap();
+  EXPECT_GT(map.version, v0);
+  for (const auto& s : map.servers) EXPECT_EQ(s.up, s.record.id == again->first);
+  auto fs = svc_->StatFs();
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ(fs->total_bytes, 500u);
+  EXPECT_EQ(fs->free_bytes, 494u);
+  uint64_t v1 = map.version;
+  ASSERT_TRUE(svc_->Heartbeat(HeartbeatArgs{ServerId(1), 1000000, 1000, 0, {}}).ok());
+  EXPECT_GT(svc_->GetClusterMap().version, v1);
+  EXPECT_EQ(svc_->Heartbeat(HeartbeatArgs{ServerId(777), 0, 0, 0, {}}).status().code(),
+            Code::kNotFound);
+}
+
+TEST_F(MetadataServiceTest, GcTasksGoToEveryServerAndDropAfterAllAcked) {
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
+  ClusterMap map = svc_->GetClusterMap();
+  ASSERT_EQ(map.servers.size(), 6u);
+  uint64_t task = 0;
+  for (size_t i = 0; i < map.servers.size(); ++i) {
+    ServerId id = map.servers[i].record.id;
+    auto hb = svc_->Heartbeat(HeartbeatArgs{id, 1, 0, 0, {}});
+    ASSERT_TRUE(hb.ok());
+    ASSERT_EQ(hb->gc.size(), 1u);
+    EXPECT_EQ(hb->gc[0].ino, f.ino);
+    task = hb->gc[0].id;
+    auto acked = svc_->Heartbeat(HeartbeatArgs{id, 1, 0, 0, {task}});
+    ASSERT_TRUE(acked.ok());
+    EXPECT_TRUE(acked->gc.empty());  // not resent to a server that acked
+    EXPECT_EQ(svc_->PendingGcTasks().size(), i + 1 < map.servers.size() ? 1u : 0u);
+  }
+}
+
+TEST_F(MetadataServiceTest, TruncateRecordsGcTaskForStripesPastTheEnd) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  EXPECT_GT(c->write_version, 0u);
+  const uint64_t stripe = 4ull << 20;
+  auto commit = svc_->Commit(CommitArgs{c->attr.ino, s->session, 10 * stripe + 5, {9, 9},
+                                        c->write_version, false});
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_EQ(commit->attr.data_version, c->write_version);
+  EXPECT_EQ(commit->attr.blocks(), (10 * stripe + 5 + 511) / 512);
+  EXPECT_GT(commit->next_write_version, c->write_version);
+  SetAttrArgs t;
+  t.valid = kSetSize;
+  t.size = 3 * stripe + 1;
+  auto r = svc_->SetAttr(c->attr.ino, t, Root(), s->session);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->size, 3 * stripe + 1);
+  auto gc = svc_->PendingGcTasks();
+  ASSERT_EQ(gc.size(), 1u);
+  EXPECT_EQ(gc[0].from_stripe, 4u);
+  EXPECT_EQ(gc[0].max_version, c->write_version);
+  // Later write versions are greater than the GC's bound.
+  auto o = svc_->Open(c->attr.ino, O_RDWR, s->session, Root());
+  ASSERT_TRUE(o.ok());
+  EXPECT_GT(o->write_version, gc[0].max_version);
+}
+
+TEST_F(MetadataServiceTest, CommitRejectsStaleAndUnissuedVersions) {
+  auto s = svc_->OpenSession("c");
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  auto c1 = svc_->Commit(CommitArgs{c->attr.ino, s->session, 100, {1, 1}, c->write_version, true});
+  ASSERT_TRUE(c1.ok());
+  auto c2 = svc_->Commit(
+      CommitArgs{c->attr.ino, s->session, 200, {2, 2}, c1->next_write_version, false});
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(c2->attr.size, 200u);
+  EXPECT_EQ(c2->attr.mtime, (Timespec{2, 2}));
+  EXPECT_EQ(svc_->Commit(CommitArgs{c->attr.ino, s->session, 1, {}, c->write_version, false})
+                .status()
+                .code(),
+            Code::kStale);
+  EXPECT_EQ(svc_->Commit(CommitArgs{c->attr.ino, s->session, 1, {}, 1ull << 60, false})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(svc_->GetAttr(c->attr.ino)->size, 200u);
+}
+
+TEST_F(MetadataServiceTest, WriteLeaseIsExclusivePerSessionAndFreedByReleaseOrExpiry) {
+  auto s1 = svc_->OpenSession("one");
+  auto s2 = svc_->OpenSession("two");
+  Inode f = File(kRootInode, "f");
+  auto w1 = svc_->Open(f.ino, O_WRONLY, s1->session, Root());
+  ASSERT_TRUE(w1.ok());
+  auto w1b = svc_->Open(f.ino, O_RDWR, s1->session, Root());
+  ASSERT_TRUE(w1b.ok());
+  EXPECT_GT(w1b->write_version, w1->write_version);
+  EXPECT_EQ(svc_->Open(f.ino, O_WRONLY, s2->session, Root()).status().code(), Code::kWouldBlock);
+  EXPECT_TRUE(svc_->Open(f.ino, O_RDONLY, s2->session, Root()).ok());
+  ASSERT_TRUE(svc_->Release(f.ino, s1->session, true).ok());
+  EXPECT_EQ(svc_->Open(f.ino, O_WRONLY, s2->session, Root()).status().code(), Code::kWouldBlock);
+  ASSERT_TRUE(svc_->Release(f.ino, s1->session, true).ok());
+  auto w2 = svc_->Open(f.ino, O_WRONLY, s2->session, Root());
+  ASSERT_TRUE(w2.ok());
+  // s2 goes silent: its lease expires and s1 may write again.
+  EXPECT_EQ(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).status().code(), Code::kWouldBlock);
+  mono_ms_ += opts_.session_ttl_ms / 2;
+  ASSERT_TRUE(svc_->KeepAlive(s1->session).ok());
+  mono_ms_ += opts_.session_ttl_ms / 2 + 10;
+  svc_->Tick();
+  EXPECT_EQ(svc_->KeepAlive(s2->session).code(), Code::kStale);
+  EXPECT_TRUE(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).ok());
+}
+
+TEST_F(MetadataServiceTest, UnlinkedOpenFileStaysUntilLastRelease) {
+  auto s = svc_->OpenSession("c");
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->Open(f.ino, O_RDONLY, s->session, Root()).ok());
+  ASSERT_TRUE(svc_->Open(f.ino, O_RDONLY, s->session, Root()).ok());
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
+  auto orphan = svc_->GetAttr(f.ino);
+  ASSERT_TRUE(orphan.ok());
+  EXPECT_EQ(orphan->nlink, 0u);
+  EXPECT_TRUE(svc_->PendingGcTasks().empty());
+  ASSERT_TRUE(svc_->Release(f.ino, s->session, false).ok());
+  EXPECT_TRUE(svc_->GetAttr(f.ino).ok());
+  ASSERT_TRUE(svc_->Release(f.ino, s->session, false).ok());
+  EXPECT_EQ(svc_->GetAttr(f.ino).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->PendingGcTasks().size(), 1u);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, OrphanGoesWhenItsSessionExpires) {
+  auto s = svc_->OpenSession("c");
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(svc_->Rename(kRootInode, "f", kRootInode, "g", 0, Root()).ok());
+  File(kRootInode, "h");
+  ASSERT_TRUE(svc_->Rename(kRootInode, "h", kRootInode, "g", 0, Root()).ok());  // replaces f
+  EXPECT_EQ(svc_->GetAttr(c->attr.ino)->nlink, 0u);
+  mono_ms_ += opts_.session_ttl_ms + 1;
+  svc_->Tick();
+  EXPECT_EQ(svc_->GetAttr(c->attr.ino).status().code(), Code::kNotFound);
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, OrphansLeftByACrashAreDeletedAtStart) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("aquifer-meta-orphan-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto store = OpenRocksStore(dir.string());
+  ASSERT_TRUE(store.ok());
+  Restart(std::move(*store));
+  AddServers(6);
+  auto s = svc_->OpenSession("c");
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, false};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
+  ASSERT_TRUE(svc_->GetAttr(c->attr.ino).ok());
+  svc_.reset();  // "crash": the session is gone with the process
+  auto reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  EXPECT_EQ(svc_->GetAttr(c->attr.ino).status().code(), Code::kNotFound);
+  bool found = false;
+  for (const auto& t : svc_->PendingGcTasks()) found |= t.ino == c->attr.ino;
+  EXPECT_TRUE(found);
+  CheckInvariants();
+  svc_.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(MetadataServiceTest, FcntlLocksConflictSplitAndGoWithTheSession) {
+  auto s1 = svc_->OpenSession("one");
+  auto s2 = svc_->OpenSession("two");
+  Inode f = File(kRootInode, "f");
+  auto lk = [&](SessionId s, uint64_t owner, LockType t, uint64_t a, uint64_t b, bool fl = false) {
+    return svc_->SetLock(LockArgs{f.ino, s, owner, t, a, b, 7, fl});
+  };
+  ASSERT_TRUE(lk(s1->session, 1, LockType::kWrite, 0, 99).ok());
+  EXPECT_EQ(lk(s2->session, 1, LockType::kRead, 50, 60).code(), Code::kWouldBlock);
+  EXPECT_EQ(lk(s1->session, 2, LockType::kRead, 50, 60).code(), Code::kWouldBlock);
+  ASSERT_TRUE(lk(s1->session, 1, LockType::kUnlock, 40, 69).ok());  // splits the lock
+  EXPECT_TRUE(lk(s2->session, 1, LockType::kRead, 50, 60).ok());
+  EXPECT_TRUE(lk(s2->session, 2, LockType::kRead, 50, 60).ok());  // read locks share
+  auto q = svc_->GetLock(LockArgs{f.ino, s2->session, 9, LockType::kWrite, 30, 45, 0, false});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->type, LockType::kWrite);
+  EXPECT_EQ(q->start, 0u);
+  EXPECT_EQ(q->end, 39u);
+  // flock locks are separate from fcntl locks.
+  EXPECT_TRUE(lk(s2->session, 5, LockType::kWrite, 0, 0, true).ok());
+  EXPECT_EQ(lk(s1->session, 6, LockType::kRead, 0, 0, true).code(), Code::kWouldBlock);
+  ASSERT_TRUE(svc_->CloseSession(s2->session).ok());
+  EXPECT_TRUE(lk(s1->session, 6, LockType::kWrite, 0, 0, true).ok());
+  EXPECT_TRUE(lk(s1->session, 3, LockType::kWrite, 0, UINT64_MAX).code() == Code::kWouldBlock);
+  ASSERT_TRUE(lk(s1->session, 1, LockType::kUnlock, 0, UINT64_MAX).ok());
+  EXPECT_TRUE(lk(s1->session, 3, LockType::kWrite, 0, UINT64_MAX).ok());
+  EXPECT_EQ(svc_->SetLock(LockArgs{f.ino, SessionId(4242), 1, LockType::kRead, 0, 1, 0, false})
+                .code(),
+            Code::kStale);
+}
+
+TEST_F(MetadataServiceTest, InodeNumbersAreNeverReused) {
+  Inode a = File(kRootInode, "a");
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "a", Root()).ok());
+  Inode b = File(kRootInode, "a");
+  EXPECT_GT(b.ino, a.ino);
+}
+
+// Many threads create, rename and unlink in one shared directory and a few private ones; the
+// tree stays consistent.
+TEST_F(MetadataServiceTest, ConcurrentCreateRenameUnlinkKeepInvariants) {
+  Inode shared = Dir(kRootInode, "shared");
+  constexpr int kThreads = 6, kOps = 300;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(1234 + t);  // seeds logged by their value: 1234 + thread index
+      auto mine = svc_->Mkdir(kRootInode, "t" + std::to_string(t), 0755, Root());
+      if (!mine.ok()) {
+        failures++;
+        return;
+      }
+      for (int i = 0; i < kOps; ++i) {
+        std::string name = "n" + std::to_string(rng() % 40);
+        std::string other = "n" + std::to_string(rng() % 40);
+        InodeId from = (rng() % 2) ? shared.ino : mine->ino;
+        InodeId to = (rng() % 2) ? shared.ino : mine->ino;
+        Status st;
+        switch (rng() % 6) {
+          case 0:
+          case 1: {
+            CreateArgs a{from, name, S_IFREG | 0644, 0, true, SessionId(), false};
+            st = svc_->Create(a, Root()).status();
+            break;
+          }
+          case 2:
+            st = svc_->Mkdir(from, name + "d", 0755, Root()).status();
+            break;
+          case 3:
+            st = svc_->Rename(from, name, to, other, 0, Root());
+            break;
+          case 4:
+            st = svc_->Unlink(from, name, Root());
+            break;
+          case 5:
+            st = svc_->Rename(from, name + "d", to, other + "d", RENAME_NOREPLACE, Root());
+            break;
+        }
+        Code c = st.code();
+        if (c != Code::kOk && c != Code::kNotFound && c != Code::kAlreadyExists &&
+            c != Code::kIsDirectory && c != Code::kNotDirectory) {
+          failures++;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  CheckInvariants();
+}
+
+}  // namespace
+}  // namespace aquifer::meta
