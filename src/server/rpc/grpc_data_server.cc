@@ -176,8 +176,8 @@ class GrpcMetaLink final : public MetaLink {
     rpc::RegisterServerResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
-    AQ_RETURN_IF_ERROR(FromRpc(stub_->RegisterServer(&ctx, req, &resp), resp.status(),
-                               "RegisterServer"));
+    const grpc::Status g = stub_->RegisterServer(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "RegisterServer"));
     if (resp.server_id() == 0) return Internal("meta assigned server id 0");
     return Registration{ServerId(resp.server_id()),
                         std::chrono::milliseconds(resp.heartbeat_interval_ms())};
@@ -193,7 +193,8 @@ class GrpcMetaLink final : public MetaLink {
     rpc::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
-    AQ_RETURN_IF_ERROR(FromRpc(stub_->Heartbeat(&ctx, req, &resp), resp.status(), "Heartbeat"));
+    const grpc::Status g = stub_->Heartbeat(&ctx, req, &resp);  // before reading resp.status()
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "Heartbeat"));
     std::vector<GcTask> tasks;
     for (const rpc::GcTask& t : resp.gc()) {
       tasks.push_back({t.id(), InodeId(t.ino()), t.from_stripe(), t.max_version()});

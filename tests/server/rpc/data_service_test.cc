@@ -1,0 +1,439 @@
+// aquifer-data over gRPC on loopback: the DataService contract, registration and heartbeats
+// against an in-process fake MetaService, GC tasks, and the real binary across kill -9.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "aquifer/units.h"
+#include "data.grpc.pb.h"
+#include "meta.grpc.pb.h"
+#include "server/rpc/grpc_data_server.h"
+
+namespace aquifer::server {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Polls `pred` until it holds or 15 s pass.
+bool WaitUntil(const std::function<bool()>& pred) {
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval, not a wait
+  }
+  return pred();
+}
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+// A MetaService that only does membership, scripted by the test.
+class FakeMeta final : public rpc::MetaService::Service {
+ public:
+  grpc::Status RegisterServer(grpc::ServerContext*, const rpc::RegisterServerRequest* req,
+                              rpc::RegisterServerResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    registrations.push_back(*req);
+    if (refuse_registrations > 0) {
+      --refuse_registrations;
+      resp->mutable_status()->set_code(static_cast<int>(Code::kUnavailable));
+      return grpc::Status::OK;
+    }
+    forgotten = false;
+    resp->set_server_id(7);
+    resp->set_heartbeat_interval_ms(20);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
+                         rpc::HeartbeatResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (forgotten) {
+      resp->mutable_status()->set_code(static_cast<int>(Code::kNotFound));
+      return grpc::Status::OK;
+    }
+    heartbeats.push_back(*req);
+    for (uint64_t id : req->gc_done()) {
+      acked.push_back(id);
+      std::erase_if(gc, [id](const rpc::GcTask& t) { return t.id() == id; });
+    }
+    for (const rpc::GcTask& t : gc) *resp->add_gc() = t;
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu;  // guards everything below
+  int refuse_registrations = 0;
+  bool forgotten = false;
+  std::vector<rpc::RegisterServerRequest> registrations;
+  std::vector<rpc::HeartbeatRequest> heartbeats;
+  std::vector<rpc::GcTask> gc;  // resent until acked
+  std::vector<uint64_t> acked;
+};
+
+class MetaHost {
+ public:
+  MetaHost() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(&meta);
+    server_ = b.BuildAndStart();
+  }
+  ~MetaHost() { server_->Shutdown(std::chrono::system_clock::now()); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  FakeMeta meta;
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+std::unique_ptr<rpc::DataService::Stub> DataStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+  args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+  return rpc::DataService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+class DataServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aquifer_data_service_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  void StartServer(uint64_t capacity = 0) {
+    DataServerOptions o;
+    o.dir = dir_ + "/store";
+    o.meta = meta_.address();
+    o.failure_domain = "rack-a";
+    o.capacity_bytes = capacity;
+    o.register_retry_ms = 10;
+    auto s = GrpcDataServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    stub_ = DataStub(server_->address());
+  }
+
+  rpc::WriteChunkResponse Write(uint64_t ino, uint64_t stripe, uint32_t pos, uint64_t version,
+                                const std::string& data, uint64_t committed = 0) {
+    rpc::WriteChunkRequest req;
+    req.mutable_key()->set_ino(ino);
+    req.mutable_key()->set_stripe(stripe);
+    req.mutable_key()->set_position(pos);
+    req.set_version(version);
+    req.set_committed_version(committed);
+    req.set_data(data);
+    req.set_sync(true);
+    rpc::WriteChunkResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->WriteChunk(&ctx, req, &resp).ok());
+    return resp;
+  }
+  rpc::ReadChunkResponse Read(uint64_t ino, uint64_t stripe, uint32_t pos, uint64_t max_version,
+                              uint64_t offset = 0, uint64_t length = 0) {
+    rpc::ReadChunkRequest req;
+    req.mutable_key()->set_ino(ino);
+    req.mutable_key()->set_stripe(stripe);
+    req.mutable_key()->set_position(pos);
+    req.set_max_version(max_version);
+    req.set_offset(offset);
+    req.set_length(length);
+    rpc::ReadChunkResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->ReadChunk(&ctx, req, &resp).ok());
+    return resp;
+  }
+
+  std::string dir_;
+  MetaHost meta_;
+  std::unique_ptr<GrpcDataServer> server_;
+  std::unique_ptr<rpc::DataService::Stub> stub_;
+};
+
+Code CodeOf(const rpc::RpcStatus& s) { return static_cast<Code>(s.code()); }
+
+TEST_F(DataServiceTest, WritesThenReadsWholeChunksRangesAndVersions) {
+  StartServer();
+  const std::string v1 = RandomBytes(200 * kKiB + 3, 1), v2 = RandomBytes(150 * kKiB, 2);
+  ASSERT_EQ(CodeOf(Write(5, 1, 2, 1, v1).status()), Code::kOk);
+  ASSERT_EQ(CodeOf(Write(5, 1, 2, 2, v2, /*committed=*/1).status()), Code::kOk);
+  auto r = Read(5, 1, 2, 0);
+  ASSERT_EQ(CodeOf(r.status()), Code::kOk);
+  EXPECT_EQ(r.version(), 2u);
+  EXPECT_EQ(r.data(), v2);
+  r = Read(5, 1, 2, 1, 70000, 100000);
+  ASSERT_EQ(CodeOf(r.status()), Code::kOk) << r.status().message();
+  EXPECT_EQ(r.version(), 1u);
+  EXPECT_EQ(r.chunk_length(), v1.size());
+  EXPECT_EQ(r.data(), v1.substr(70000, 100000));
+  // Committing 2 prunes 1.
+  ASSERT_EQ(CodeOf(Write(5, 1, 2, 3, "three", /*committed=*/2).status()), Code::kOk);
+  EXPECT_EQ(CodeOf(Read(5, 1, 2, 1).status()), Code::kNotFound);
+  EXPECT_EQ(Read(5, 1, 2, 2).data(), v2);
+}
+
+TEST_F(DataServiceTest, StreamsLargeReadsInPiecesOfAtMostOneMiB) {
+  StartServer();
+  const std::string data = RandomBytes(3 * kMiB + 5, 3);
+  ASSERT_EQ(CodeOf(Write(9, 0, 0, 4, data).status()), Code::kOk);
+  rpc::ReadChunkRequest req;
+  req.mutable_key()->set_ino(9);
+  req.set_offset(100);
+  grpc::ClientContext ctx;
+  auto reader = stub_->ReadChunkStream(&ctx, req);
+  rpc::ReadChunkResponse piece;
+  std::string got;
+  int pieces = 0;
+  while (reader->Read(&piece)) {
+    ASSERT_EQ(CodeOf(piece.status()), Code::kOk) << piece.status().message();
+    EXPECT_LE(piece.data().size(), kMiB);
+    EXPECT_EQ(piece.version(), 4u);
+    EXPECT_EQ(piece.chunk_length(), data.size());
+    got += piece.data();
+    ++pieces;
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(pieces, 3);  // 3 MiB + 5 - 100 bytes
+  EXPECT_EQ(got, data.substr(100));
+}
+
+TEST_F(DataServiceTest, RejectsBadInputWithClearErrors) {
+  StartServer();
+  EXPECT_EQ(CodeOf(Read(1, 0, 0, 0).status()), Code::kNotFound);
+  auto w = Write(1, 0, 0, 0, "x");
+  EXPECT_EQ(CodeOf(w.status()), Code::kInvalidArgument);
+  EXPECT_NE(w.status().message().find("version 0"), std::string::npos);
+  EXPECT_EQ(CodeOf(Write(1, 0, 0, 1, std::string(16 * kMiB + 1, 'x')).status()),
+            Code::kInvalidArgument);
+  EXPECT_EQ(CodeOf(Write(0, 0, 0, 1, "x").status()), Code::kInvalidArgument);
+  EXPECT_EQ(CodeOf(Read(1, 0, 0, 0).status()), Code::kNotFound);  // nothing was stored
+  ASSERT_EQ(CodeOf(Write(1, 0, 0, 1, "hello").status()), Code::kOk);
+  EXPECT_EQ(CodeOf(Read(1, 0, 0, 0, 6, 0).status()), Code::kInvalidArgument);
+  EXPECT_EQ(CodeOf(Read(1, 0, 0, 0, 1, UINT64_MAX).status()), Code::kInvalidArgument);
+  // A whole 16 MiB chunk is fine.
+  EXPECT_EQ(CodeOf(Write(1, 1, 0, 1, std::string(16 * kMiB, 'y')).status()), Code::kOk);
+  EXPECT_EQ(Read(1, 1, 0, 0).data().size(), 16 * kMiB);
+}
+
+TEST_F(DataServiceTest, DeletesRangesAndListsInOrderAcrossPages) {
+  StartServer();
+  for (uint64_t stripe = 0; stripe < 5; ++stripe) {
+    ASSERT_EQ(CodeOf(Write(3, stripe, 0, 2, "a").status()), Code::kOk);
+    ASSERT_EQ(CodeOf(Write(4, stripe, 1, 2, "b").status()), Code::kOk);
+  }
+  rpc::DeleteChunksRequest del;
+  auto* r = del.add_ranges();
+  r->set_ino(3);
+  r->set_from_stripe(3);
+  r->set_max_version(2);
+  r = del.add_ranges();
+  r->set_ino(4);
+  r->set_from_stripe(0);
+  r->set_max_version(1);  // nothing that old: deletes nothing
+  rpc::DeleteChunksResponse dresp;
+  grpc::ClientContext dctx;
+  ASSERT_TRUE(stub_->DeleteChunks(&dctx, del, &dresp).ok());
+  ASSERT_EQ(CodeOf(dresp.status()), Code::kOk);
+  EXPECT_EQ(dresp.deleted(), 2u);
+
+  std::vector<std::tuple<uint64_t, uint64_t, uint32_t>> keys;
+  rpc::ListChunksRequest list;
+  list.set_limit(3);
+  for (bool eof = false; !eof;) {
+    rpc::ListChunksResponse lresp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListChunks(&ctx, list, &lresp).ok());
+    for (const auto& e : lresp.chunks()) {
+      keys.emplace_back(e.key().ino(), e.key().stripe(), e.key().position());
+      *list.mutable_after() = e.key();
+    }
+    eof = lresp.eof();
+  }
+  ASSERT_EQ(keys.size(), 8u);
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(keys.front(), std::make_tuple(3ull, 0ull, 0u));
+  EXPECT_EQ(keys.back(), std::make_tuple(4ull, 4ull, 1u));
+}
+
+TEST_F(DataServiceTest, FullStoreRefusesWritesWithNoSpaceAndStillServesReads) {
+  StartServer(/*capacity=*/256 * kKiB);
+  const std::string data = RandomBytes(200 * kKiB, 4);
+  ASSERT_EQ(CodeOf(Write(2, 0, 0, 1, data).status()), Code::kOk);
+  EXPECT_EQ(CodeOf(Write(2, 1, 0, 1, data).status()), Code::kNoSpace);
+  EXPECT_EQ(Read(2, 0, 0, 0).data(), data);
+  EXPECT_EQ(CodeOf(Read(2, 1, 0, 0).status()), Code::kNotFound);
+}
+
+TEST_F(DataServiceTest, RegistersOnceMetaAcceptsThenHeartbeatsUsage) {
+  {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    meta_.meta.refuse_registrations = 3;  // meta "not up yet"
+  }
+  StartServer();
+  ASSERT_EQ(CodeOf(Write(8, 0, 0, 1, "chunk").status()), Code::kOk);  // served meanwhile
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    return !meta_.meta.heartbeats.empty() && meta_.meta.heartbeats.back().chunk_count() == 1;
+  }));
+  std::lock_guard<std::mutex> lock(meta_.meta.mu);
+  ASSERT_EQ(meta_.meta.registrations.size(), 4u);
+  const auto& reg = meta_.meta.registrations.back();
+  EXPECT_EQ(reg.address(), server_->address());
+  EXPECT_EQ(reg.failure_domain(), "rack-a");
+  EXPECT_EQ(reg.server_uuid().size(), 36u);
+  EXPECT_GT(reg.capacity_bytes(), 0u);
+  EXPECT_EQ(meta_.meta.heartbeats.back().server_id(), 7u);
+  EXPECT_GT(meta_.meta.heartbeats.back().used_bytes(), 5u);
+  EXPECT_EQ(server_->core().server_id().value(), 7u);
+}
+
+TEST_F(DataServiceTest, AppliesGcTasksAndAcksThemInTheNextHeartbeat) {
+  StartServer();
+  for (uint64_t stripe = 0; stripe < 4; ++stripe) {
+    ASSERT_EQ(CodeOf(Write(11, stripe, 0, 1, "old").status()), Code::kOk);
+  }
+  ASSERT_EQ(CodeOf(Write(11, 3, 0, 5, "new").status()), Code::kOk);  // written after the truncate
+  {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    rpc::GcTask t;
+    t.set_id(77);
+    t.set_ino(11);
+    t.set_from_stripe(2);
+    t.set_max_version(4);
+    meta_.meta.gc.push_back(t);
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    return std::count(meta_.meta.acked.begin(), meta_.meta.acked.end(), 77u) > 0;
+  }));
+  EXPECT_EQ(Read(11, 1, 0, 0).data(), "old");
+  EXPECT_EQ(CodeOf(Read(11, 2, 0, 0).status()), Code::kNotFound);
+  auto r = Read(11, 3, 0, 0);
+  EXPECT_EQ(r.data(), "new");
+  EXPECT_EQ(CodeOf(Read(11, 3, 0, 4).status()), Code::kNotFound);
+}
+
+TEST_F(DataServiceTest, RegistersAgainWhenMetaForgetsIt) {
+  StartServer();
+  ASSERT_TRUE(WaitUntil([&] { return server_->core().heartbeats() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    meta_.meta.forgotten = true;  // as after a metadata server restart without this server
+  }
+  ASSERT_TRUE(WaitUntil([&] { return server_->core().registrations() >= 2; }));
+  std::lock_guard<std::mutex> lock(meta_.meta.mu);
+  EXPECT_EQ(meta_.meta.registrations.front().server_uuid(),
+            meta_.meta.registrations.back().server_uuid());
+}
+
+// --- the real binary --------------------------------------------------------------------------
+
+class BinaryTest : public DataServiceTest {
+ protected:
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    DataServiceTest::TearDown();
+  }
+  // Starts aquifer-data and waits for its port file.
+  void Spawn() {
+    const std::string port_file = dir_ + "/port";
+    fs::remove(port_file);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      const std::string store = dir_ + "/store", meta = meta_.address(),
+                        log = dir_ + "/data.log";
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 2);
+      execl(AQUIFER_DATA_BINARY, "aquifer-data", "--listen", "127.0.0.1:0", "--dir",
+            store.c_str(), "--meta", meta.c_str(), "--failure-domain", "rack-b", "--port-file",
+            port_file.c_str(), "--io-depth", "16", nullptr);
+      _exit(127);
+    }
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); }));
+    std::ifstream in(port_file);
+    std::getline(in, address_);
+    stub_ = DataStub(address_);
+  }
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+TEST_F(BinaryTest, KeepsEveryAcknowledgedChunkAcrossKillNine) {
+  Spawn();
+  std::vector<std::string> blobs;
+  for (uint64_t s = 0; s < 20; ++s) {
+    blobs.push_back(RandomBytes(10 * kKiB + s * 1000, 100 + s));
+    ASSERT_EQ(CodeOf(Write(21, s, 0, 1, blobs.back()).status()), Code::kOk);
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    return !meta_.meta.registrations.empty();
+  }));
+  std::string uuid;
+  {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    EXPECT_EQ(meta_.meta.registrations.back().address(), address_);
+    EXPECT_EQ(meta_.meta.registrations.back().failure_domain(), "rack-b");
+    uuid = meta_.meta.registrations.back().server_uuid();
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+
+  Spawn();
+  for (uint64_t s = 0; s < 20; ++s) {
+    auto r = Read(21, s, 0, 0);
+    ASSERT_EQ(CodeOf(r.status()), Code::kOk) << s;
+    EXPECT_EQ(r.data(), blobs[s]);
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(meta_.meta.mu);
+    return meta_.meta.registrations.size() >= 2;
+  }));
+  std::lock_guard<std::mutex> lock(meta_.meta.mu);
+  EXPECT_EQ(meta_.meta.registrations.back().server_uuid(), uuid);
+  EXPECT_EQ(meta_.meta.registrations.back().address(), address_);
+}
+
+TEST_F(BinaryTest, StopsCleanlyOnSigterm) {
+  Spawn();
+  ASSERT_EQ(CodeOf(Write(1, 0, 0, 1, "x").status()), Code::kOk);
+  kill(pid_, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace aquifer::server
