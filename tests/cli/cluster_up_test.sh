@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `aquifer cluster up` / `status` / `stop-server` / `start-server` / `cluster down` on a scratch
+# root with the real daemons and a FUSE mount. Also: a crashed metadata server comes back on the
+# same port with the data kept and the mount still working, and a full down/up keeps the data.
+# usage: cluster_up_test.sh BUILD_DIR
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+AQ="$BUILD/src/cli/aquifer"
+ROOT=$(mktemp -d /tmp/aquifer-clitest-XXXXXX)
+MNT="$ROOT/mnt"
+
+json() {  # json EXPR: evaluates EXPR over cluster.json as `s`
+  python3 -c "import json,sys; s=json.load(open('$ROOT/cluster.json')); print($1)"
+}
+cleanup() {
+  local rc=$?
+  "$AQ" cluster down --root "$ROOT" --grace-ms 3000 >/dev/null 2>&1 || true
+  fusermount3 -uz "$MNT" 2>/dev/null || true
+  if [ -f "$ROOT/cluster.json" ]; then  # anything still alive that we started
+    for pid in $(json "' '.join(str(p) for p in [s['meta']['pid'], s['mount']['pid']] + [d['pid'] for d in s['data_servers']])" 2>/dev/null); do
+      [ "$pid" -gt 0 ] && kill -9 "$pid" 2>/dev/null || true
+    done
+  fi
+  if [ $rc -ne 0 ]; then
+    echo "--- FAILED; daemon logs:"; tail -n 20 "$ROOT"/logs/*.log 2>/dev/null || true
+  fi
+  rm -rf "$ROOT"
+  exit $rc
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+echo "== cluster up on $ROOT"
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
+[ "$(json "len(s['data_servers'])")" = 6 ] || fail "cluster.json does not list 6 data servers"
+grep -q "fuse" <(grep " $MNT " /proc/mounts) || fail "$MNT is not mounted"
+
+echo "== status"
+"$AQ" status --root "$ROOT" | tee "$ROOT/status.txt"
+grep -q "6 registered, 6 up, 0 down" "$ROOT/status.txt" || fail "status does not show 6 servers up"
+grep -q "mounted (fuse" "$ROOT/status.txt" || fail "status does not show the mount"
+META=$(json "s['meta']['address']")
+"$AQ" status --meta "$META" | grep -q "6 up" || fail "status --meta does not work"
+
+echo "== write through the mount"
+head -c 3000000 /dev/urandom > "$ROOT/blob"
+cp "$ROOT/blob" "$MNT/blob"
+echo hello > "$MNT/hello.txt"
+cmp "$ROOT/blob" "$MNT/blob" || fail "read back differs"
+
+echo "== a second cluster up on a running cluster changes nothing"
+PIDS_BEFORE=$(json "[s['meta']['pid']] + [d['pid'] for d in s['data_servers']] + [s['mount']['pid']]")
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 | tee "$ROOT/up2.txt"
+grep -q "started" "$ROOT/up2.txt" && fail "second cluster up restarted something"
+[ "$(json "[s['meta']['pid']] + [d['pid'] for d in s['data_servers']] + [s['mount']['pid']]")" = "$PIDS_BEFORE" ] \
+  || fail "pids changed"
+
+echo "== crash the metadata server and one data server; cluster up restarts them on the same ports"
+DS2_ADDR=$(json "s['data_servers'][1]['address']")
+kill -9 "$(json "s['meta']['pid']")" "$(json "s['data_servers'][1]['pid']")"
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
+[ "$(json "s['meta']['address']")" = "$META" ] || fail "meta moved from $META"
+[ "$(json "s['data_servers'][1]['address']")" = "$DS2_ADDR" ] || fail "ds2 moved from $DS2_ADDR"
+cmp "$ROOT/blob" "$MNT/blob" || fail "data differs after the metadata server restarted"
+[ "$(cat "$MNT/hello.txt")" = hello ] || fail "hello.txt lost"
+echo again > "$MNT/after-restart.txt" || fail "cannot write after the metadata server restarted"
+
+echo "== stop-server / start-server"
+"$AQ" cluster stop-server 3 --root "$ROOT"
+[ "$(json "s['data_servers'][2]['pid']")" = 0 ] || fail "stop-server did not record pid 0"
+cmp "$ROOT/blob" "$MNT/blob" || fail "degraded read with ds3 stopped differs"
+"$AQ" cluster start-server 3 --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
+"$AQ" status --root "$ROOT" | grep -q "6 registered, 6 up" || fail "ds3 did not come back"
+if "$AQ" cluster stop-server 9 --root "$ROOT" 2>/dev/null; then fail "stop-server 9 succeeded"; fi
+
+echo "== cluster down stops everything and unmounts"
+ALL_PIDS=$(json "' '.join(str(p) for p in [s['meta']['pid'], s['mount']['pid']] + [d['pid'] for d in s['data_servers']])")
+"$AQ" cluster down --root "$ROOT"
+grep -q " $MNT " /proc/mounts && fail "$MNT still mounted"
+for pid in $ALL_PIDS; do
+  if kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status"; then
+    fail "pid $pid still alive after cluster down"
+  fi
+done
+if "$AQ" status --root "$ROOT" > "$ROOT/status-down.txt"; then fail "status succeeded on a stopped cluster"; fi
+grep -q "UNREACHABLE" "$ROOT/status-down.txt" || fail "status does not say the meta is unreachable"
+
+echo "== cluster up after down keeps the data"
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 >/dev/null
+cmp "$ROOT/blob" "$MNT/blob" || fail "data differs after down/up"
+[ "$(cat "$MNT/after-restart.txt")" = again ] || fail "after-restart.txt lost"
+"$AQ" cluster down --root "$ROOT" >/dev/null
+echo "PASS"

@@ -1,0 +1,170 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace aquifer::cli {
+namespace {
+
+Invocation ParseOk(const std::vector<std::string>& args) {
+  Result<Invocation> r = ParseCommandLine(args);
+  EXPECT_TRUE(r.ok()) << ::testing::PrintToString(args) << ": " << r.status().ToString();
+  return r.ok() ? *r : Invocation{};
+}
+
+void ExpectUsageError(const std::vector<std::string>& args, const std::string& needle) {
+  Result<Invocation> r = ParseCommandLine(args);
+  ASSERT_FALSE(r.ok()) << "accepted " << ::testing::PrintToString(args);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+}
+
+TEST(CommandLineTest, ClusterUpHasTheDocumentedDefaults) {
+  Invocation inv = ParseOk({"cluster", "up"});
+  EXPECT_EQ(inv.command, Command::kClusterUp);
+  EXPECT_EQ(inv.up.root, "/tmp/aquifer-cluster");
+  EXPECT_EQ(inv.up.data_servers, 6);
+  EXPECT_EQ(inv.up.k, 4u);
+  EXPECT_EQ(inv.up.m, 2u);
+  EXPECT_EQ(inv.up.unit_bytes, 1048576u);
+  EXPECT_TRUE(inv.up.mount_dir.empty());
+  EXPECT_FALSE(inv.up.no_mount);
+  EXPECT_FALSE(inv.up.data_servers_given);
+  EXPECT_FALSE(inv.up.layout_given);
+}
+
+TEST(CommandLineTest, ClusterUpTakesRootServersLayoutAndMount) {
+  Invocation inv = ParseOk({"cluster", "up", "--root", "/tmp/aquifer-t", "--data-servers", "8",
+                            "--k", "5", "--m", "3", "--mount", "/tmp/aquifer-t-mnt"});
+  EXPECT_EQ(inv.up.root, "/tmp/aquifer-t");
+  EXPECT_EQ(inv.up.data_servers, 8);
+  EXPECT_TRUE(inv.up.data_servers_given);
+  EXPECT_EQ(inv.up.k, 5u);
+  EXPECT_EQ(inv.up.m, 3u);
+  EXPECT_TRUE(inv.up.layout_given);
+  EXPECT_EQ(inv.up.mount_dir, "/tmp/aquifer-t-mnt");
+}
+
+TEST(CommandLineTest, RejectsOutOfRangeOrMalformedNumbers) {
+  ExpectUsageError({"cluster", "up", "--data-servers", "0"}, "data-servers");
+  ExpectUsageError({"cluster", "up", "--data-servers", "six"}, "data-servers");
+  ExpectUsageError({"cluster", "up", "--k", "0"}, "--k");
+  ExpectUsageError({"cluster", "up", "--m", "17"}, "--m");
+  ExpectUsageError({"cluster", "stop-server", "0"}, "ID");
+  ExpectUsageError({"cluster", "stop-server", "two"}, "ID");
+}
+
+TEST(CommandLineTest, RejectsUnknownCommandsAndOptions) {
+  ExpectUsageError({"frobnicate"}, "frobnicate");
+  ExpectUsageError({"cluster", "sideways"}, "sideways");
+  ExpectUsageError({"cluster", "up", "--colour", "blue"}, "--colour");
+  ExpectUsageError({"cluster"}, "subcommand");
+  ExpectUsageError({"cluster", "up", "--mount", "/tmp/aquifer-m", "--no-mount"}, "--no-mount");
+}
+
+TEST(CommandLineTest, StatusTakesMetaOrRootButNotBoth) {
+  Invocation by_meta = ParseOk({"status", "--meta", "127.0.0.1:7000"});
+  EXPECT_EQ(by_meta.command, Command::kStatus);
+  EXPECT_EQ(by_meta.meta_address, "127.0.0.1:7000");
+  Invocation by_root = ParseOk({"status", "--root", "/tmp/aquifer-q"});
+  EXPECT_EQ(by_root.up.root, "/tmp/aquifer-q");
+  EXPECT_TRUE(by_root.meta_address.empty());
+  Invocation by_default = ParseOk({"status"});
+  EXPECT_EQ(by_default.up.root, "/tmp/aquifer-cluster");
+  ExpectUsageError({"status", "--meta", "127.0.0.1:7000", "--root", "/tmp/x"}, "excludes");
+  ExpectUsageError({"status", "--meta", "localhost"}, "HOST:PORT");
+}
+
+TEST(CommandLineTest, ServerHelpersTakeAnIndexRootAndKill) {
+  Invocation stop = ParseOk({"cluster", "stop-server", "2", "--root", "/tmp/aquifer-z", "--kill"});
+  EXPECT_EQ(stop.command, Command::kStopServer);
+  EXPECT_EQ(stop.server_index, 2);
+  EXPECT_TRUE(stop.kill);
+  EXPECT_EQ(stop.up.root, "/tmp/aquifer-z");
+  Invocation start = ParseOk({"cluster", "start-server", "5"});
+  EXPECT_EQ(start.command, Command::kStartServer);
+  EXPECT_EQ(start.server_index, 5);
+  EXPECT_EQ(start.up.root, "/tmp/aquifer-cluster");
+  ExpectUsageError({"cluster", "start-server"}, "ID");
+}
+
+TEST(CommandLineTest, LayoutCommandsTakeAPathAndTokens) {
+  Invocation get = ParseOk({"layout", "get", "/tmp/aquifer-cluster/mnt/x"});
+  EXPECT_EQ(get.command, Command::kLayoutGet);
+  EXPECT_EQ(get.path, "/tmp/aquifer-cluster/mnt/x");
+  Invocation set = ParseOk({"layout", "set", "/mnt/d", "k=4", "m=2", "unit=1048576"});
+  EXPECT_EQ(set.command, Command::kLayoutSet);
+  EXPECT_EQ(set.path, "/mnt/d");
+  EXPECT_EQ(set.layout_tokens, (std::vector<std::string>{"k=4", "m=2", "unit=1048576"}));
+  ExpectUsageError({"layout", "set", "/mnt/d"}, "LAYOUT");
+  ExpectUsageError({"layout", "get"}, "PATH");
+}
+
+TEST(CommandLineTest, HelpIsNotAnError) {
+  Invocation inv = ParseOk({"cluster", "up", "--help"});
+  EXPECT_EQ(inv.command, Command::kHelp);
+  EXPECT_NE(inv.help_text.find("--data-servers"), std::string::npos) << inv.help_text;
+  Invocation none = ParseOk({});
+  EXPECT_EQ(none.command, Command::kHelp);
+  EXPECT_NE(none.help_text.find("cluster"), std::string::npos);
+}
+
+TEST(CommandLineTest, RunCliExitsTwoOnUsageErrorsAndOneOnFailures) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"cluster", "up", "--k"}, out, err), 2);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunCli({"status", "--root", "/nonexistent/aquifer-root"}, out2, err2), 1);
+  EXPECT_NE(err2.str().find("no cluster record"), std::string::npos) << err2.str();
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunCli({"cluster", "down", "--root", "/nonexistent/aquifer-root"}, out3, err3), 1);
+  std::ostringstream out4, err4;
+  EXPECT_EQ(RunCli({"layout", "set", "/", "k=4", "bogus=1"}, out4, err4), 1);
+  EXPECT_NE(err4.str().find("unknown layout key"), std::string::npos) << err4.str();
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/aquifer-cli-cfg-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    std::string path = dir_ + "/cluster.toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigFileTest, ConfigValuesApplyAndFlagsOverrideThem) {
+  std::string path = Write(
+      "[cluster]\nroot = \"/tmp/aquifer-cfg\"\ndata_servers = 7\nk = 5\nm = 2\n"
+      "mount = \"/tmp/aquifer-cfg-mnt\"\ncapacity_bytes = 1073741824\n");
+  Invocation inv = ParseOk({"cluster", "up", "--config", path, "--data-servers", "9"});
+  EXPECT_EQ(inv.up.root, "/tmp/aquifer-cfg");
+  EXPECT_EQ(inv.up.data_servers, 9);
+  EXPECT_EQ(inv.up.k, 5u);
+  EXPECT_TRUE(inv.up.layout_given);
+  EXPECT_EQ(inv.up.mount_dir, "/tmp/aquifer-cfg-mnt");
+  EXPECT_EQ(inv.up.capacity_bytes, 1073741824u);
+}
+
+TEST_F(ConfigFileTest, RejectsUnknownKeysWrongTypesAndBadToml) {
+  ExpectUsageError({"cluster", "up", "--config", Write("[cluster]\ncolour = \"blue\"\n")},
+                   "unknown key [cluster].colour");
+  ExpectUsageError({"cluster", "up", "--config", Write("[cluster]\ndata_servers = \"six\"\n")},
+                   "data_servers");
+  ExpectUsageError({"cluster", "up", "--config", Write("[cluster\nk = 4\n")}, "cluster.toml");
+  ExpectUsageError({"cluster", "up", "--config", Write("[other]\nk = 4\n")}, "other");
+  ExpectUsageError({"cluster", "up", "--config", dir_ + "/missing.toml"}, "missing.toml");
+}
+
+}  // namespace
+}  // namespace aquifer::cli
