@@ -1,0 +1,690 @@
+#include "client_fuse/fuse_ops.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+
+namespace aquifer::fuse {
+namespace {
+
+constexpr uint32_t kMaxIoBytes = 1 << 20;       // max_write / max_read / max_pages * 4 KiB
+constexpr uint64_t kStatfsBlockBytes = 4096;    // f_frsize reported to df
+constexpr fuse_ino_t kUnknownIno = 0xffffffff;  // d_ino of ".." (the parent is not tracked)
+
+Daemon& DaemonOf(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
+Client& ClientOf(fuse_req_t req) { return *DaemonOf(req).client; }
+FileHandle& HandleOf(fuse_file_info* fi) { return *reinterpret_cast<FileHandle*>(fi->fh); }
+
+spdlog::logger& Log() {
+  static std::shared_ptr<spdlog::logger> logger = Logger("fuse");
+  return *logger;
+}
+
+// The caller of a request. Supplementary groups cost a read of /proc/PID/status, so only the
+// handlers whose outcome can depend on them (namespace changes, open, setattr, xattr) ask.
+Caller CallerOf(fuse_req_t req, bool with_groups = false) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  Caller c{.uid = ctx->uid, .gid = ctx->gid, .groups = {}, .pid = static_cast<uint32_t>(ctx->pid)};
+  if (with_groups) {
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    if (n > 64) {
+      std::vector<gid_t> more(n);
+      n = fuse_req_getgroups(req, n, more.data());
+      if (n > 0) c.groups.assign(more.begin(), more.begin() + std::min<int>(n, more.size()));
+    } else if (n > 0) {
+      c.groups.assign(groups, groups + n);
+    }
+  }
+  return c;
+}
+
+mode_t UmaskOf(fuse_req_t req) { return fuse_req_ctx(req)->umask; }
+
+// Replies with the errno of `status`; one debug line per failure (the caller sees the errno).
+void ReplyError(fuse_req_t req, const Status& status, const char* op) {
+  int err = ToErrno(status);
+  if (err == 0) err = EIO;  // an OK status never reaches here; be safe anyway
+  SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno={} status={}", op, err, status.ToString());
+  fuse_reply_err(req, err);
+}
+
+struct stat ToStat(const Attributes& a) {
+  struct stat st {};
+  st.st_ino = a.inode.value();
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_size = static_cast<off_t>(a.size_bytes);
+  st.st_rdev = a.rdev;
+  st.st_blocks = static_cast<blkcnt_t>(a.blocks);
+  st.st_blksize = S_ISREG(a.mode) ? kMaxIoBytes : 4096;  // cp/rsync size their I/O from this
+  st.st_atim = {a.atime.sec, a.atime.nsec};
+  st.st_mtim = {a.mtime.sec, a.mtime.nsec};
+  st.st_ctim = {a.ctime.sec, a.ctime.nsec};
+  return st;
+}
+
+fuse_entry_param ToEntry(const Daemon& d, const Attributes& a) {
+  fuse_entry_param e{};
+  e.ino = a.inode.value();
+  e.generation = a.generation;
+  e.attr = ToStat(a);
+  e.attr_timeout = d.options.attr_timeout_s;
+  e.entry_timeout = d.options.entry_timeout_s;
+  return e;
+}
+
+// Replies with an entry and counts the lookup it hands to the kernel.
+void ReplyEntry(fuse_req_t req, const Attributes& a) {
+  Daemon& d = DaemonOf(req);
+  fuse_entry_param e = ToEntry(d, a);
+  d.inodes.AddLookup(a.inode, a);
+  if (fuse_reply_entry(req, &e) != 0) d.inodes.Forget(a.inode, 1);  // the kernel never got it
+}
+
+void ReplyAttr(fuse_req_t req, const Attributes& a) {
+  Daemon& d = DaemonOf(req);
+  struct stat st = ToStat(a);
+  d.inodes.NoteAttributes(a);
+  fuse_reply_attr(req, &st, d.options.attr_timeout_s);
+}
+
+void ReplyStatus(fuse_req_t req, const Status& s, const char* op) {
+  if (!s.ok()) return ReplyError(req, s, op);
+  fuse_reply_err(req, 0);
+}
+
+void ReplyEntryResult(fuse_req_t req, const Result<Attributes>& a, const char* op) {
+  if (!a.ok()) return ReplyError(req, a.status(), op);
+  ReplyEntry(req, *a);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session
+
+void OnInit(void* userdata, fuse_conn_info* conn) {
+  conn->max_write = kMaxIoBytes;  // libfuse sets FUSE_MAX_PAGES from this (256 pages)
+  conn->max_read = kMaxIoBytes;   // equals the max_read= mount option
+  conn->max_background = 64;      // async read-ahead requests in flight
+  conn->congestion_threshold = 48;
+  auto want = [conn](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want(FUSE_CAP_READDIRPLUS);
+  want(FUSE_CAP_POSIX_LOCKS);
+  want(FUSE_CAP_FLOCK_LOCKS);
+  want(FUSE_CAP_DONT_MASK);
+  want(FUSE_CAP_ATOMIC_O_TRUNC);
+  want(FUSE_CAP_AUTO_INVAL_DATA);
+  want(FUSE_CAP_ASYNC_READ);
+  want(FUSE_CAP_PARALLEL_DIROPS);
+  want(FUSE_CAP_CACHE_SYMLINKS);
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // write-through: close-to-open and the lease hold
+  Log().info("init fuse proto={}.{} max_write={} max_read={} want=0x{:x}", conn->proto_major,
+             conn->proto_minor, conn->max_write, conn->max_read, conn->want);
+}
+
+void OnDestroy(void* userdata) { Log().info("destroy session"); }
+
+// ---------------------------------------------------------------------------------------------
+// Namespace
+
+void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
+  if (!a.ok()) return ReplyError(req, a.status(), "lookup");
+  ReplyEntry(req, *a);
+}
+
+void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  DaemonOf(req).inodes.Forget(InodeId(ino), nlookup);
+  fuse_reply_none(req);
+}
+
+void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  Daemon& d = DaemonOf(req);
+  for (size_t i = 0; i < count; ++i) d.inodes.Forget(InodeId(forgets[i].ino), forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void OnGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Result<Attributes> a = ClientOf(req).GetAttr(InodeId(ino));
+  if (!a.ok()) return ReplyError(req, a.status(), "getattr");
+  ReplyAttr(req, *a);
+}
+
+void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  AttrChanges ch;
+  if (to_set & FUSE_SET_ATTR_MODE) ch.mode = attr->st_mode & 07777;
+  if (to_set & FUSE_SET_ATTR_UID) ch.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) ch.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) ch.size_bytes = static_cast<uint64_t>(attr->st_size);
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+    ch.atime_now = true;
+  } else if (to_set & FUSE_SET_ATTR_ATIME) {
+    ch.atime = Timestamp{attr->st_atim.tv_sec, static_cast<uint32_t>(attr->st_atim.tv_nsec)};
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+    ch.mtime_now = true;
+  } else if (to_set & FUSE_SET_ATTR_MTIME) {
+    ch.mtime = Timestamp{attr->st_mtim.tv_sec, static_cast<uint32_t>(attr->st_mtim.tv_nsec)};
+  }
+  // FUSE_SET_ATTR_CTIME alone: the metadata server sets ctime on every change it applies.
+  Result<Attributes> a = ClientOf(req).SetAttr(InodeId(ino), ch, CallerOf(req, true));
+  if (!a.ok()) return ReplyError(req, a.status(), "setattr");
+  ReplyAttr(req, *a);
+}
+
+void OnReadlink(fuse_req_t req, fuse_ino_t ino) {
+  Result<std::string> target = ClientOf(req).Readlink(InodeId(ino));
+  if (!target.ok()) return ReplyError(req, target.status(), "readlink");
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void OnMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  mode_t m = (mode & S_IFMT) | (mode & 07777 & ~UmaskOf(req));
+  ReplyEntryResult(req, ClientOf(req).Mknod(InodeId(parent), name, m, rdev, CallerOf(req, true)),
+                   "mknod");
+}
+
+void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  mode_t m = S_IFDIR | (mode & 07777 & ~UmaskOf(req));
+  ReplyEntryResult(req, ClientOf(req).Mkdir(InodeId(parent), name, m, CallerOf(req, true)),
+                   "mkdir");
+}
+
+void OnSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  ReplyEntryResult(req, ClientOf(req).Symlink(InodeId(parent), name, link, CallerOf(req, true)),
+                   "symlink");
+}
+
+void OnLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  ReplyEntryResult(
+      req, ClientOf(req).Link(InodeId(ino), InodeId(newparent), newname, CallerOf(req, true)),
+      "link");
+}
+
+void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, ClientOf(req).Unlink(InodeId(parent), name, CallerOf(req, true)), "unlink");
+}
+
+void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, ClientOf(req).Rmdir(InodeId(parent), name, CallerOf(req, true)), "rmdir");
+}
+
+void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+              const char* newname, unsigned int flags) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {  // RENAME_WHITEOUT: overlayfs only
+    return ReplyError(req, Status(Code::kInvalidArgument, "rename flags"), "rename");
+  }
+  ReplyStatus(req,
+              ClientOf(req).Rename(InodeId(parent), name, InodeId(newparent), newname, flags,
+                                   CallerOf(req, true)),
+              "rename");
+}
+
+void OnStatFs(fuse_req_t req, fuse_ino_t ino) {
+  Result<FsStats> s = ClientOf(req).StatFs();
+  if (!s.ok()) return ReplyError(req, s.status(), "statfs");
+  struct statvfs st {};
+  st.f_bsize = kMaxIoBytes;  // preferred I/O size
+  st.f_frsize = kStatfsBlockBytes;
+  st.f_blocks = s->total_bytes / kStatfsBlockBytes;
+  st.f_bfree = s->free_bytes / kStatfsBlockBytes;
+  st.f_bavail = st.f_bfree;
+  st.f_files = s->files + (uint64_t{1} << 32);  // no fixed inode table: report plenty free
+  st.f_ffree = uint64_t{1} << 32;
+  st.f_favail = st.f_ffree;
+  st.f_namemax = kMaxNameBytes;
+  fuse_reply_statfs(req, &st);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extended attributes
+
+// Replies with `value` under the getxattr/listxattr size protocol: size 0 asks for the length.
+void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, value.size());
+  } else if (size < value.size()) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, value.data(), value.size());
+  }
+}
+
+void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                int flags) {
+  ReplyStatus(req,
+              ClientOf(req).SetXattr(InodeId(ino), name, std::string_view(value, size), flags,
+                                     CallerOf(req, true)),
+              "setxattr");
+}
+
+void OnGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Result<std::string> v = ClientOf(req).GetXattr(InodeId(ino), name, CallerOf(req));
+  if (!v.ok()) return ReplyError(req, v.status(), "getxattr");
+  ReplyXattrValue(req, *v, size);
+}
+
+void OnListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Result<std::vector<std::string>> names = ClientOf(req).ListXattr(InodeId(ino), CallerOf(req));
+  if (!names.ok()) return ReplyError(req, names.status(), "listxattr");
+  std::string packed;
+  for (const std::string& n : *names) {
+    packed += n;
+    packed.push_back('\0');
+  }
+  ReplyXattrValue(req, packed, size);
+}
+
+void OnRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  ReplyStatus(req, ClientOf(req).RemoveXattr(InodeId(ino), name, CallerOf(req, true)),
+              "removexattr");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+// Fills fi for an opened file and replies (open or create). If the reply does not reach the
+// kernel (request interrupted), RELEASE will never come: release the file here.
+void ReplyOpened(fuse_req_t req, Client::Opened opened, fuse_file_info* fi, bool create) {
+  Daemon& d = DaemonOf(req);
+  const InodeId inode = opened.attr.inode;
+  InodeTable::OpenDecision dec = d.inodes.RecordOpen(inode, opened.attr);
+  if (!create && dec.attrs_changed && d.session != nullptr) {
+    // Close-to-open: the file changed since the kernel last heard of it (another client wrote
+    // it). Drop the kernel's cached size/mtime so reads see the new end; keep_cache = 0 below
+    // drops its pages. Attribute-only invalidation (offset < 0) takes no inode lock.
+    fuse_lowlevel_notify_inval_inode(d.session, inode.value(), -1, 0);
+  }
+  auto* h = new FileHandle{inode, std::move(opened.file)};
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  fi->keep_cache = dec.keep_cache ? 1 : 0;
+  fi->direct_io = 0;  // page cache on: needed for shared writable mmap
+  {
+    std::lock_guard lock(d.open_mu);
+    d.open_files.insert(h);
+  }
+  int rc;
+  if (create) {
+    fuse_entry_param e = ToEntry(d, opened.attr);
+    d.inodes.AddLookup(inode, opened.attr);
+    rc = fuse_reply_create(req, &e, fi);
+    if (rc != 0) d.inodes.Forget(inode, 1);
+  } else {
+    rc = fuse_reply_open(req, fi);
+  }
+  if (rc != 0) {
+    {
+      std::lock_guard lock(d.open_mu);
+      d.open_files.erase(h);
+    }
+    Status s = d.client->Release(std::move(h->file));
+    if (!s.ok()) Log().warn("release file after failed open reply inode={} status={}",
+                            inode.value(), s.ToString());
+    delete h;
+  }
+}
+
+void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Result<Client::Opened> o = ClientOf(req).Open(InodeId(ino), fi->flags, CallerOf(req, true));
+  if (!o.ok()) return ReplyError(req, o.status(), "open");
+  ReplyOpened(req, std::move(*o), fi, /*create=*/false);
+}
+
+void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              fuse_file_info* fi) {
+  mode_t m = S_IFREG | (mode & 07777 & ~UmaskOf(req));
+  Result<Client::Opened> o =
+      ClientOf(req).Create(InodeId(parent), name, m, fi->flags, CallerOf(req, true));
+  if (!o.ok()) return ReplyError(req, o.status(), "create");
+  ReplyOpened(req, std::move(*o), fi, /*create=*/true);
+}
+
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  thread_local std::vector<std::byte> buf;
+  if (buf.size() < size) buf.resize(std::max<size_t>(size, kMaxIoBytes));
+  Result<size_t> n = ClientOf(req).Read(*HandleOf(fi).file, static_cast<uint64_t>(off),
+                                        std::span<std::byte>(buf.data(), size));
+  if (!n.ok()) return ReplyError(req, n.status(), "read");
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+}
+
+void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
+             fuse_file_info* fi) {
+  Result<size_t> n =
+      ClientOf(req).Write(*HandleOf(fi).file, static_cast<uint64_t>(off),
+                          std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
+  if (!n.ok()) return ReplyError(req, n.status(), "write");
+  fuse_reply_write(req, *n);
+}
+
+constexpr LockRange kWholeFileUnlock{.type = F_UNLCK, .start = 0, .end = UINT64_MAX, .pid = 0};
+
+// Called at every close(2) of a descriptor: writes buffered data and commits (close-to-open),
+// and drops the POSIX locks of the closing owner (the kernel leaves that to a file system that
+// handles locks itself).
+void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Daemon& d = DaemonOf(req);
+  FileHandle& h = HandleOf(fi);
+  Status s = d.client->Flush(*h.file);
+  if (d.inodes.HasPosixLocks(h.inode)) {
+    Status u = d.client->SetLock(h.inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/false,
+                                 /*wait=*/false);
+    if (!u.ok()) Log().warn("unlock posix locks at close inode={} status={}", h.inode.value(),
+                            u.ToString());
+  }
+  ReplyStatus(req, s, "flush");
+}
+
+void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Daemon& d = DaemonOf(req);
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  if (fi->flock_release) {
+    Status u = d.client->SetLock(h->inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/true,
+                                 /*wait=*/false);
+    if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", h->inode.value(),
+                            u.ToString());
+  }
+  {
+    std::lock_guard lock(d.open_mu);
+    d.open_files.erase(h);
+  }
+  Status s = d.client->Release(std::move(h->file));
+  delete h;
+  ReplyStatus(req, s, "release");
+}
+
+void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  ReplyStatus(req, ClientOf(req).Fsync(*HandleOf(fi).file, datasync != 0), "fsync");
+}
+
+void OnFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                 fuse_file_info* fi) {
+  ReplyStatus(req,
+              ClientOf(req).Fallocate(*HandleOf(fi).file, mode, static_cast<uint64_t>(offset),
+                                      static_cast<uint64_t>(length)),
+              "fallocate");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directories
+
+// A listing in progress. The kernel's offsets are ours: 1 after ".", 2 after "..", and i + 3
+// after the i-th library entry, whose library cookie is cookies[i] (so seekdir/telldir work
+// within one open directory). Entries fetched but not yet returned wait in `pending`.
+struct DirHandle {
+  std::mutex mu;                  // guards the fields below (readdir of one handle is serial anyway)
+  std::vector<uint64_t> cookies;  // library cookie after entry i
+  std::vector<DirEntry> pending;  // fetched entries following entry cookies.size() - 1
+  bool eof = false;               // the library has no entries after `pending`
+};
+
+void OnOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fi->fh = reinterpret_cast<uint64_t>(new DirHandle);
+  fi->cache_readdir = 0;
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+}
+
+void OnReleaseDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void OnFsyncDir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  // Every namespace change is committed by the metadata server before its reply: nothing to do.
+  fuse_reply_err(req, 0);
+}
+
+// Adds one entry to `buf` at `used`; returns false when it does not fit. With plus, an entry
+// with attributes counts one kernel lookup.
+bool AddDirEntry(fuse_req_t req, bool plus, std::vector<char>& buf, size_t& used,
+                 const char* name, const struct stat& st, const Attributes* attr, off_t next) {
+  const size_t room = buf.size() - used;
+  size_t need;
+  if (plus) {
+    Daemon& d = DaemonOf(req);
+    fuse_entry_param e{};
+    if (attr != nullptr) {
+      e = ToEntry(d, *attr);
+    } else {
+      e.attr = st;  // no attributes: ino 0 tells the kernel not to instantiate the entry
+    }
+    need = fuse_add_direntry_plus(req, buf.data() + used, room, name, &e, next);
+    if (need > room) return false;
+    if (attr != nullptr) d.inodes.AddLookup(attr->inode, *attr);
+  } else {
+    need = fuse_add_direntry(req, buf.data() + used, room, name, &st, next);
+    if (need > room) return false;
+  }
+  used += need;
+  return true;
+}
+
+// Fills `buf` with entries from offset `off`; returns the bytes used. Errors: the library's, or
+// kInvalidArgument for an offset this handle never returned. An error after some entries were
+// added is dropped (the entries go out; the next call meets the error again).
+Result<size_t> FillDirBuffer(fuse_req_t req, fuse_ino_t ino, off_t off, bool plus, DirHandle& dh,
+                             std::vector<char>& buf) {
+  size_t used = 0;
+  if (off < 0) return InvalidArgument("negative directory offset");
+  if (off < 2) {
+    struct stat st {};
+    st.st_mode = S_IFDIR;
+    if (off == 0) {
+      st.st_ino = ino;
+      if (!AddDirEntry(req, plus, buf, used, ".", st, nullptr, 1)) return used;
+    }
+    st.st_ino = kUnknownIno;
+    if (!AddDirEntry(req, plus, buf, used, "..", st, nullptr, 2)) return used;
+    off = 2;
+  }
+  const size_t index = static_cast<size_t>(off) - 2;  // library entries already returned
+  if (index > dh.cookies.size()) return InvalidArgument("directory offset from another handle");
+  if (index < dh.cookies.size()) {  // seekdir backwards (or rewind): refetch from there
+    dh.cookies.resize(index);
+    dh.pending.clear();
+    dh.eof = false;
+  }
+  const uint32_t max_entries =
+      static_cast<uint32_t>(std::max<size_t>(8, buf.size() / (plus ? 160 : 32)));
+  while (true) {
+    if (dh.pending.empty()) {
+      if (dh.eof) break;
+      const uint64_t cookie = dh.cookies.empty() ? 0 : dh.cookies.back();
+      Result<DirPage> page =
+          ClientOf(req).ReadDir(InodeId(ino), cookie, max_entries, plus, CallerOf(req));
+      if (!page.ok()) {
+        if (used > 0) break;
+        return page.status();
+      }
+      dh.pending = std::move(page->entries);
+      std::reverse(dh.pending.begin(), dh.pending.end());  // consumed from the back
+      dh.eof = page->eof || dh.pending.empty();
+      if (dh.pending.empty()) break;
+    }
+    const DirEntry& e = dh.pending.back();
+    struct stat st {};
+    st.st_ino = e.inode.value();
+    st.st_mode = e.mode;
+    const off_t next = static_cast<off_t>(dh.cookies.size() + 3);
+    if (!AddDirEntry(req, plus, buf, used, e.name.c_str(), st,
+                     e.attr.has_value() ? &*e.attr : nullptr, next)) {
+      break;
+    }
+    dh.cookies.push_back(e.cookie);
+    dh.pending.pop_back();
+  }
+  return used;
+}
+
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                   bool plus) {
+  auto& dh = *reinterpret_cast<DirHandle*>(fi->fh);
+  std::lock_guard lock(dh.mu);
+  std::vector<char> buf(size);
+  Result<size_t> used = FillDirBuffer(req, ino, off, plus, dh, buf);
+  if (!used.ok()) return ReplyError(req, used.status(), plus ? "readdirplus" : "readdir");
+  fuse_reply_buf(req, buf.data(), *used);
+}
+
+void OnReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, /*plus=*/false);
+}
+
+void OnReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, /*plus=*/true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks. A blocking request (F_SETLKW, flock without LOCK_NB) is retried here with backoff
+// rather than parked inside the library, so that a signal to the waiting process (FUSE_INTERRUPT)
+// ends the wait with EINTR.
+
+LockRange ToLockRange(const struct flock& l, uint32_t pid) {
+  LockRange r;
+  r.type = l.l_type;
+  r.start = static_cast<uint64_t>(l.l_start);
+  r.end = l.l_len == 0 ? UINT64_MAX : static_cast<uint64_t>(l.l_start + l.l_len - 1);
+  r.pid = pid;
+  return r;
+}
+
+// Returns nullopt when the request was interrupted while waiting (the caller replies EINTR).
+std::optional<Status> SetLockWaiting(fuse_req_t req, InodeId inode, uint64_t owner,
+                                     const LockRange& range, bool flock, bool wait) {
+  auto backoff = std::chrono::milliseconds(1);
+  while (true) {
+    Status s = ClientOf(req).SetLock(inode, owner, range, flock, /*wait=*/false);
+    if (!wait || s.code() != Code::kWouldBlock) return s;
+    if (fuse_req_interrupted(req)) return std::nullopt;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+  }
+}
+
+void ReplyLockStatus(fuse_req_t req, const std::optional<Status>& s, const char* op) {
+  if (!s.has_value()) {
+    fuse_reply_err(req, EINTR);
+    return;
+  }
+  ReplyStatus(req, *s, op);
+}
+
+void OnGetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  Result<LockRange> r = ClientOf(req).GetLock(
+      InodeId(ino), fi->lock_owner, ToLockRange(*lock, static_cast<uint32_t>(fuse_req_ctx(req)->pid)));
+  if (!r.ok()) return ReplyError(req, r.status(), "getlk");
+  struct flock out = *lock;
+  out.l_type = static_cast<short>(r->type);
+  if (r->type != F_UNLCK) {
+    out.l_whence = SEEK_SET;
+    out.l_start = static_cast<off_t>(r->start);
+    out.l_len = r->end == UINT64_MAX ? 0 : static_cast<off_t>(r->end - r->start + 1);
+    out.l_pid = static_cast<pid_t>(r->pid);
+  }
+  fuse_reply_lock(req, &out);
+}
+
+void OnSetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+  DaemonOf(req).inodes.NotePosixLocks(InodeId(ino));
+  LockRange range = ToLockRange(*lock, static_cast<uint32_t>(fuse_req_ctx(req)->pid));
+  ReplyLockStatus(req,
+                  SetLockWaiting(req, InodeId(ino), fi->lock_owner, range, /*flock=*/false,
+                                 sleep != 0),
+                  "setlk");
+}
+
+void OnFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+  LockRange range;
+  range.type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
+  range.pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  ReplyLockStatus(req,
+                  SetLockWaiting(req, InodeId(ino), fi->lock_owner, range, /*flock=*/true,
+                                 (op & LOCK_NB) == 0 && range.type != F_UNLCK),
+                  "flock");
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = OnInit;
+  ops.destroy = OnDestroy;
+  ops.lookup = OnLookup;
+  ops.forget = OnForget;
+  ops.forget_multi = OnForgetMulti;
+  ops.getattr = OnGetAttr;
+  ops.setattr = OnSetAttr;
+  ops.readlink = OnReadlink;
+  ops.mknod = OnMknod;
+  ops.mkdir = OnMkdir;
+  ops.unlink = OnUnlink;
+  ops.rmdir = OnRmdir;
+  ops.symlink = OnSymlink;
+  ops.rename = OnRename;
+  ops.link = OnLink;
+  ops.open = OnOpen;
+  ops.read = OnRead;
+  ops.write = OnWrite;
+  ops.flush = OnFlush;
+  ops.release = OnRelease;
+  ops.fsync = OnFsync;
+  ops.opendir = OnOpenDir;
+  ops.readdir = OnReadDir;
+  ops.readdirplus = OnReadDirPlus;
+  ops.releasedir = OnReleaseDir;
+  ops.fsyncdir = OnFsyncDir;
+  ops.statfs = OnStatFs;
+  ops.setxattr = OnSetXattr;
+  ops.getxattr = OnGetXattr;
+  ops.listxattr = OnListXattr;
+  ops.removexattr = OnRemoveXattr;
+  ops.create = OnCreate;
+  ops.getlk = OnGetLk;
+  ops.setlk = OnSetLk;
+  ops.flock = OnFlock;
+  ops.fallocate = OnFallocate;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& Operations() {
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  return ops;
+}
+
+int ReleaseAllOpenFiles(Daemon& d) {
+  std::unordered_set<FileHandle*> left;
+  {
+    std::lock_guard lock(d.open_mu);
+    left.swap(d.open_files);
+  }
+  int failed = 0;
+  for (FileHandle* h : left) {
+    Status s = d.client->Release(std::move(h->file));
+    if (!s.ok()) {
+      ++failed;
+      Log().error("release open file at exit inode={} status={}", h->inode.value(), s.ToString());
+    }
+    delete h;
+  }
+  if (!left.empty()) Log().info("released open files at exit count={} failed={}", left.size(), failed);
+  return failed;
+}
+
+}  // namespace aquifer::fuse

@@ -1,0 +1,187 @@
+// aquifer-mount: mounts an Aquifer cluster with libfuse3's low-level API and a multi-threaded
+// session loop. Also run as mount.aquifer / mount.fuse.aquifer by mount(8). See mount_options.h
+// for the command line and fuse_ops.h for the kernel-side setup.
+//
+// Start-up order: parse options and create the FUSE session (option errors print on the
+// terminal), then fork unless -f (gRPC is not fork-safe, so the daemon forks before the client
+// library starts any thread, and the parent waits on a pipe until the child has connected and
+// mounted: it exits 0 only once the mount is up, which is what mount(8) and fstab need), then
+// connect the client library, mount, and run the loop. On SIGTERM/SIGINT/SIGHUP or
+// `fusermount3 -u` the loop ends; the daemon unmounts, flushes and releases every file the
+// kernel left open, and closes its session.
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client_fuse/fuse_ops.h"
+#include "common/logging.h"
+
+namespace aquifer::fuse {
+namespace {
+
+// Tells the waiting parent how start-up ended (0 = mounted) and closes the pipe.
+void NotifyParent(int& fd, char status) {
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, &status, 1);
+  (void)ignored;
+  close(fd);
+  fd = -1;
+}
+
+// Forks; the parent waits for the child's start-up verdict and exits with it. Returns in the child
+// with the write end of the pipe.
+int ForkAndWait() {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    perror("aquifer-mount: pipe");
+    exit(1);
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("aquifer-mount: fork");
+    exit(1);
+  }
+  if (pid > 0) {
+    close(fds[1]);
+    char status = 1;
+    ssize_t n = read(fds[0], &status, 1);
+    _exit(n == 1 ? status : 1);
+  }
+  close(fds[0]);
+  setsid();
+  return fds[1];
+}
+
+void RedirectStdio(const std::string& log_file) {
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    dup2(null_fd, 0);
+    dup2(null_fd, 1);
+  }
+  int err_fd = log_file.empty() ? null_fd : open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (err_fd >= 0) dup2(err_fd, 2);
+  if (err_fd > 2 && err_fd != null_fd) close(err_fd);
+  if (null_fd > 2) close(null_fd);
+}
+
+int Run(int argc, char** argv) {
+  Result<MountOptions> parsed = ParseMountArgs(argc, argv);
+  if (!parsed.ok()) {
+    fprintf(stderr, "aquifer-mount: %s\n%s", parsed.status().message().c_str(), UsageText());
+    return 1;
+  }
+  MountOptions opts = std::move(*parsed);
+  if (opts.help) {
+    fputs(UsageText(), stdout);
+    fuse_lowlevel_help();
+    return 0;
+  }
+  if (opts.version) {
+    printf("aquifer-mount 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+    return 0;
+  }
+  char real[PATH_MAX];
+  if (realpath(opts.mountpoint.c_str(), real) == nullptr) {
+    fprintf(stderr, "aquifer-mount: bad mountpoint '%s': %s\n", opts.mountpoint.c_str(),
+            strerror(errno));
+    return 1;
+  }
+  opts.mountpoint = real;
+  SetupLogging(opts.log_level);
+
+  Daemon daemon;
+  daemon.options = opts;
+  std::vector<std::string> fuse_argv = {argv[0], "-o", FuseOptionString(opts, geteuid() == 0)};
+  if (opts.fuse_debug) fuse_argv.push_back("-d");
+  std::vector<char*> ptrs;
+  for (std::string& a : fuse_argv) ptrs.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(ptrs.size()), ptrs.data());
+  fuse_session* se = fuse_session_new(&args, &Operations(), sizeof(fuse_lowlevel_ops), &daemon);
+  fuse_opt_free_args(&args);
+  if (se == nullptr) {
+    fprintf(stderr, "aquifer-mount: the FUSE options were refused (see the message above)\n%s",
+            UsageText());
+    return 1;
+  }
+  daemon.session = se;
+
+  int notify_fd = opts.foreground ? -1 : ForkAndWait();
+
+  // Threads the client library starts inherit a blocked mask, so the termination signals reach
+  // this thread, where the session loop waits.
+  sigset_t term_signals;
+  sigemptyset(&term_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&term_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &term_signals, nullptr);
+
+  ClientOptions client_options;
+  client_options.meta_address = opts.meta_address;
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  client_options.client_name = !opts.client_name.empty()
+                                   ? opts.client_name
+                                   : std::string(host) + ":" + std::to_string(getpid()) + ":" +
+                                         opts.mountpoint;
+  Result<std::unique_ptr<Client>> client = Client::Connect(client_options);
+  if (!client.ok()) {
+    fprintf(stderr, "aquifer-mount: cannot connect to aquifer-meta at %s: %s\n",
+            opts.meta_address.c_str(), client.status().ToString().c_str());
+    NotifyParent(notify_fd, 1);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  daemon.client = std::move(*client);
+
+  if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
+    fprintf(stderr, "aquifer-mount: cannot mount on %s (see the message above)\n",
+            opts.mountpoint.c_str());
+    NotifyParent(notify_fd, 1);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fprintf(stderr, "aquifer-mount: cannot install signal handlers\n");
+    fuse_session_unmount(se);
+    NotifyParent(notify_fd, 1);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  pthread_sigmask(SIG_UNBLOCK, &term_signals, nullptr);
+  Logger("fuse")->info("mounted meta={} mountpoint={} attr_timeout={}s entry_timeout={}s",
+                       opts.meta_address, opts.mountpoint, opts.attr_timeout_s,
+                       opts.entry_timeout_s);
+  if (!opts.foreground) {
+    if (chdir("/") != 0) perror("aquifer-mount: chdir /");
+    RedirectStdio(opts.log_file);
+    NotifyParent(notify_fd, 0);
+  } else if (!opts.log_file.empty()) {
+    RedirectStdio(opts.log_file);
+  }
+
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+  fuse_loop_cfg_set_idle_threads(cfg, std::min(opts.max_threads, 16u));
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+
+  Logger("fuse")->info("unmount mountpoint={} loop_result={}", opts.mountpoint, rc);
+  fuse_session_unmount(se);
+  int failed = ReleaseAllOpenFiles(daemon);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  daemon.client.reset();
+  // rc > 0 is the signal that ended the loop (a requested unmount); < 0 is an error.
+  return (rc < 0 || failed > 0) ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace aquifer::fuse
+
+int main(int argc, char** argv) { return aquifer::fuse::Run(argc, argv); }

@@ -1,0 +1,48 @@
+// Command line of aquifer-mount (also run as mount.aquifer / mount.fuse.aquifer by mount(8)).
+//
+//   aquifer-mount META_ADDR MOUNTPOINT [-f] [-d] [-o opt1,opt2,...] [--log-level L] [--log-file F]
+//
+// mount(8) calls a helper as `mount.aquifer SOURCE DIR [-sfnv] -o OPTIONS [-t TYPE]`; the mount(8)
+// noise (rw, defaults, _netdev, auto, noauto, user, nofail, x-*, comment=...) is accepted and
+// dropped here. Options that are Aquifer's own are consumed here; every other -o option is handed
+// to libfuse, which rejects the ones it does not know (fuse_session_new fails with a message).
+// No FUSE or gRPC types: a pure parser, unit tested in tests/mount.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "aquifer/status.h"
+
+namespace aquifer::fuse {
+
+// One mount's options. Each field: default, unit.
+struct MountOptions {
+  std::string meta_address;           // host:port of aquifer-meta (required, 1st positional)
+  std::string mountpoint;             // existing directory (required, 2nd positional)
+  bool foreground = false;            // -f: stay in the foreground (else daemonize once mounted)
+  bool fuse_debug = false;            // -d: libfuse request tracing on stderr (implies -f)
+  double attr_timeout_s = 1.0;        // -o attr_timeout=S: kernel attribute cache, seconds
+  double entry_timeout_s = 1.0;       // -o entry_timeout=S: kernel dentry cache, seconds
+  unsigned max_threads = 64;          // -o max_threads=N: FUSE worker threads at most
+  std::string log_level = "info";     // --log-level / -o log_level=: trace..off
+  std::string log_file;               // --log-file / -o log_file=: daemon log (default: stderr,
+                                      //   /dev/null once daemonized)
+  std::string client_name;            // -o client_name=: shown by aquifer-meta (default host:pid)
+  std::vector<std::string> fuse_options;  // the remaining -o options, for libfuse
+  bool help = false;                  // -h / --help
+  bool version = false;               // -V / --version
+};
+
+// Parses argv (argv[0] is the program name). Errors: kInvalidArgument with a message fit for the
+// user (missing positional, bad number, stray argument).
+Result<MountOptions> ParseMountArgs(int argc, const char* const* argv);
+
+// The -o string given to libfuse: our fixed options (default_permissions, fsname, subtype,
+// max_read=1 MiB, allow_other when `as_root`) followed by opts.fuse_options.
+std::string FuseOptionString(const MountOptions& opts, bool as_root);
+
+// One line of usage text.
+const char* UsageText();
+
+}  // namespace aquifer::fuse
