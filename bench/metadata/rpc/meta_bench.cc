@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "meta_process.h"
+#include "common/logging.h"
+#include "metadata/metadata_service.h"
 
 using aquifer::meta::testing::Ctx;
 using aquifer::meta::testing::MetaProcess;
@@ -185,6 +187,44 @@ int main(int argc, char** argv) {
       }
     });
     results.push_back({"readdirplus_entries", threads, entries.load(), secs, errors.exchange(0)});
+  }
+
+  // The same operations on the service core in this process (RocksDB, no gRPC): what the
+  // server's own work costs per operation, to set beside the gRPC figures.
+  {
+    using namespace aquifer::meta;
+    aquifer::SetupLogging("warn");
+    MetaOptions o;
+    o.db = dir + "/core-db";
+    auto store = OpenRocksStore(o.db);
+    auto svc = store.ok() ? MetadataService::Open(std::move(*store), o)
+                          : aquifer::Result<std::unique_ptr<MetadataService>>(store.status());
+    if (!svc.ok()) {
+      std::cerr << "meta_bench: core open failed: " << svc.status().ToString() << "\n";
+      return 1;
+    }
+    for (int i = 0; i < 6; ++i) {
+      (void)(*svc)->RegisterServer(ServerRegistration{"x:" + std::to_string(i), "fd" + std::to_string(i),
+                                                       1, 0, "u" + std::to_string(i)});
+    }
+    auto d = (*svc)->Mkdir(aquifer::kRootInode, "core", 0755, Caller{});
+    if (!d.ok()) return 1;
+    std::vector<aquifer::InodeId> made;
+    uint64_t errs = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < files; ++i) {
+      CreateArgs a{d->ino, "f" + std::to_string(i), S_IFREG | 0644, 0, true, aquifer::SessionId(), false};
+      auto r = (*svc)->Create(a, Caller{});
+      if (r.ok()) made.push_back(r->attr.ino); else errs++;
+    }
+    auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    results.push_back({"core_create", 1, files, secs(), errs});
+    t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < files; ++i) errs += !(*svc)->Lookup(d->ino, "f" + std::to_string(i), Caller{}).ok();
+    results.push_back({"core_lookup", 1, files, secs(), 0});
+    t0 = std::chrono::steady_clock::now();
+    for (auto ino : made) errs += !(*svc)->GetAttr(ino).ok();
+    results.push_back({"core_getattr", 1, made.size(), secs(), 0});
   }
 
   std::printf("%-22s %8s %10s %10s %12s %7s\n", "op", "threads", "ops", "seconds", "ops/s",
