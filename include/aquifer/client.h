@@ -128,6 +128,17 @@ struct ClientOptions {
 // Opaque; holds the write buffer, the write version and read-ahead state.
 class OpenFile;
 
+}  // namespace aquifer
+
+// OpenFile is opaque, so std::unique_ptr<OpenFile> deletes through this out-of-line deleter
+// (defined in the library); callers never need OpenFile's definition.
+template <>
+struct std::default_delete<aquifer::OpenFile> {
+  void operator()(aquifer::OpenFile* file) const;
+};
+
+namespace aquifer {
+
 class Client {
  public:
   // Connects to aquifer-meta at options.meta_address, opens a session (kept alive in the

@@ -495,3 +495,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
 }
 
 }  // namespace aquifer
+
+void std::default_delete<aquifer::OpenFile>::operator()(aquifer::OpenFile* file) const {
+  delete file;
+}

@@ -172,7 +172,7 @@ TEST_F(ClusterTest, UnalignedRandomWritesMatchALocalModel) {
   ASSERT_TRUE(client);
   const uint64_t seed = std::random_device{}();
   std::cout << "seed=" << seed << std::endl;
-  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  SCOPED_TRACE(::testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
   std::string model;
   Result<Attributes> root = client->GetAttr(kRootInode);
