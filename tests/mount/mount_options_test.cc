@@ -1,0 +1,77 @@
+#include "client_fuse/mount_options.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace aquifer::fuse {
+namespace {
+
+Result<MountOptions> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "aquifer-mount");
+  return ParseMountArgs(static_cast<int>(args.size()), args.data());
+}
+
+TEST(MountOptionsTest, ParsesPositionalsForegroundAndTimeouts) {
+  Result<MountOptions> o = Parse({"127.0.0.1:7000", "/mnt/a", "-f", "-o",
+                                  "attr_timeout=2.5,entry_timeout=0", "--log-level", "debug"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->meta_address, "127.0.0.1:7000");
+  EXPECT_EQ(o->mountpoint, "/mnt/a");
+  EXPECT_TRUE(o->foreground);
+  EXPECT_DOUBLE_EQ(o->attr_timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(o->entry_timeout_s, 0.0);
+  EXPECT_EQ(o->log_level, "debug");
+  EXPECT_TRUE(o->fuse_options.empty());
+}
+
+TEST(MountOptionsTest, DefaultsAreOneSecondCachesAndDaemonMode) {
+  Result<MountOptions> o = Parse({"h:1", "/m"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->foreground);
+  EXPECT_DOUBLE_EQ(o->attr_timeout_s, 1.0);
+  EXPECT_DOUBLE_EQ(o->entry_timeout_s, 1.0);
+}
+
+TEST(MountOptionsTest, AcceptsMountHelperConventionAndDropsFstabWords) {
+  // What mount(8) runs for `mount -t fuse.aquifer` with an fstab line's options.
+  Result<MountOptions> o = Parse({"10.0.0.1:7000", "/mnt/x", "-o",
+                                  "rw,_netdev,noauto,nofail,x-systemd.automount,ro,allow_other",
+                                  "-t", "fuse.aquifer", "-n", "-v"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->fuse_options, (std::vector<std::string>{"ro", "allow_other"}));
+  EXPECT_EQ(o->mountpoint, "/mnt/x");
+}
+
+TEST(MountOptionsTest, PassesUnknownOptionsToFuseAfterOurFixedOnes) {
+  Result<MountOptions> o = Parse({"h:1", "/m", "-obogus_opt,max_threads=8"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->max_threads, 8u);
+  const std::string s = FuseOptionString(*o, /*as_root=*/true);
+  EXPECT_EQ(s, "default_permissions,subtype=aquifer,max_read=1048576,fsname=aquifer:h:1,"
+               "allow_other,bogus_opt");
+  EXPECT_EQ(FuseOptionString(*o, false).find("allow_other"), std::string::npos);
+}
+
+TEST(MountOptionsTest, RejectsBadInputWithAMessage) {
+  EXPECT_EQ(Parse({"h:1"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"h:1", "/m", "/extra"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"nohostport", "/m"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"h:1", "/m", "-o", "attr_timeout=abc"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"h:1", "/m", "-o", "entry_timeout=-1"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"h:1", "/m", "--frobnicate"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Parse({"h:1", "/m", "-o"}).status().code(), Code::kInvalidArgument);
+  EXPECT_NE(Parse({"h:1", "/m", "-o", "max_threads=0"}).status().message().find("max_threads"),
+            std::string::npos);
+}
+
+TEST(MountOptionsTest, HelpNeedsNoPositionals) {
+  Result<MountOptions> o = Parse({"--help"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->help);
+}
+
+}  // namespace
+}  // namespace aquifer::fuse
