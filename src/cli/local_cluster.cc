@@ -427,12 +427,15 @@ Status ClusterDown(const std::string& root_arg, std::chrono::milliseconds grace,
     if (killed.ok()) s.mount.pid = 0;
   }
   // SIGTERM every data server first so they stop in parallel, then wait for each.
+  std::vector<bool> alive;
   for (const DataServerRecord& d : s.data_servers) {
-    if (IsProcessAlive(d.pid, kDataExe)) ::kill(d.pid, SIGTERM);
+    alive.push_back(IsProcessAlive(d.pid, kDataExe));
+    if (alive.back()) ::kill(d.pid, SIGTERM);
   }
   int stopped = 0;
-  for (DataServerRecord& d : s.data_servers) {
-    bool was_alive = IsProcessAlive(d.pid, kDataExe);
+  for (size_t i = 0; i < s.data_servers.size(); ++i) {
+    DataServerRecord& d = s.data_servers[i];
+    bool was_alive = alive[i];
     Result<bool> killed = StopProcess(d.pid, kDataExe, grace);
     note(killed.status());
     if (!killed.ok()) continue;

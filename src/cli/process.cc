@@ -79,11 +79,21 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   if (argv.empty()) return InvalidArgument("empty command line");
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Internal("cannot open log " + log_path + ": " + std::strerror(errno));
+  // The child reports an exec failure's errno through this pipe; a successful exec closes it
+  // (O_CLOEXEC), so when read() returns 0 the child is already the new program.
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(log_fd);
+    return Internal(std::string("pipe: ") + std::strerror(e));
+  }
   std::vector<char*> cargv = CArgv(argv);
   pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
     ::close(log_fd);
+    ::close(exec_pipe[0]);
+    ::close(exec_pipe[1]);
     return Internal(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
@@ -92,13 +102,30 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
-    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != exec_pipe[1]) ::close(fd);
+    }
     ::signal(SIGPIPE, SIG_DFL);
     ::execv(cargv[0], cargv.data());
-    dprintf(2, "aquifer: cannot exec %s: %s\n", cargv[0], std::strerror(errno));
+    int e = errno;
+    dprintf(2, "aquifer: cannot exec %s: %s\n", cargv[0], std::strerror(e));
+    (void)!::write(exec_pipe[1], &e, sizeof(e));
     ::_exit(127);
   }
   ::close(log_fd);
+  ::close(exec_pipe[1]);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  if (n > 0) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return Status(child_errno == ENOENT ? Code::kNotFound : Code::kInternal,
+                  "cannot exec " + argv[0] + ": " + std::strerror(child_errno));
+  }
   return pid;
 }
 

@@ -15,9 +15,10 @@
 namespace aquifer::cli {
 
 // Starts argv[0] (an absolute path) with argv in a new session (setsid), stdin from /dev/null,
-// stdout and stderr appended to `log_path`. Returns the child's pid at once; the child outlives
-// this process. Errors: kInternal when fork fails or the log cannot be opened; an exec failure
-// shows up as the child exiting with 127 and a line in the log.
+// stdout and stderr appended to `log_path`. Returns the child's pid once it has exec'd (so
+// /proc/PID/exe names the new program); the child outlives this process. Errors: kNotFound when
+// argv[0] does not exist, kInternal when fork or exec fails or the log cannot be opened (the
+// exec error is also written to the log).
 Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& log_path);
 
 // Runs argv to completion (no shell), output to this process's stderr. Returns its exit code

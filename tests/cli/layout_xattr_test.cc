@@ -51,7 +51,9 @@ TEST(LayoutSpecTest, RejectsBadTokens) {
            {"k=99999999999999999999999"}}) {
     Result<LayoutSpec> s = ParseLayoutSpec(bad);
     EXPECT_FALSE(s.ok()) << ::testing::PrintToString(bad);
-    if (!s.ok()) EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+    if (!s.ok()) {
+      EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+    }
   }
 }
 
