@@ -29,7 +29,7 @@ AQ="" STOP_SERVERS="2 5" MIN_ACC=0.85 CLEAN=0 SIDE_BY_SIDE=1
 FMNIST_DIR=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 KERNEL_TAR=${KERNEL_TAR:-/usr/src/linux-source-6.1.tar.xz}
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
