@@ -249,7 +249,7 @@ Status ChunkReader::Read(uint64_t offset, uint64_t length, std::string* out) {
 ChunkStore::ChunkStore(ChunkStoreOptions options)
     : options_(std::move(options)),
       chunk_locks_(new std::mutex[kChunkLocks]),
-      dir_exists_(kFanoutDirs, false) {}
+      dir_state_(kFanoutDirs, kDirMissing) {}
 
 ChunkStore::~ChunkStore() = default;
 
@@ -301,7 +301,7 @@ Status ChunkStore::Scan() {
       if (errno == ENOENT) continue;
       return Errno("opendir " + dir);
     }
-    dir_exists_[fanout] = true;
+    dir_state_[fanout] = kDirExists;  // maybe not durable yet: the next sync makes sure
     const int dfd = ::dirfd(d);
     while (dirent* e = ::readdir(d)) {
       const std::string_view name(e->d_name);
@@ -366,17 +366,15 @@ Status ChunkStore::Scan() {
   return OkStatus();
 }
 
+// Fan-out directories are made on first use (mkdir only); their parents are fsynced by the
+// next SyncDirs() that covers them, so a buffered write pays no fsync.
 Status ChunkStore::EnsureDir(uint32_t fanout) {
   std::lock_guard<std::mutex> lock(dirs_mu_);
-  if (dir_exists_[fanout]) return OkStatus();
+  if (dir_state_[fanout] != kDirMissing) return OkStatus();
   const std::string leaf = FanoutPath(options_.dir, fanout);
-  const std::string parent = leaf.substr(0, leaf.rfind('/'));
-  AQ_RETURN_IF_ERROR(MkdirIfMissing(parent));
+  AQ_RETURN_IF_ERROR(MkdirIfMissing(leaf.substr(0, leaf.rfind('/'))));
   AQ_RETURN_IF_ERROR(MkdirIfMissing(leaf));
-  // The new entries must persist before a chunk inside them is acknowledged as durable.
-  AQ_RETURN_IF_ERROR(FsyncPath(parent));
-  AQ_RETURN_IF_ERROR(FsyncPath(options_.dir + "/chunks"));
-  dir_exists_[fanout] = true;
+  dir_state_[fanout] = kDirExists;
   return OkStatus();
 }
 
@@ -409,10 +407,25 @@ Status ChunkStore::SyncDirs(std::vector<uint32_t> fanouts) {
     lock.unlock();
     std::sort(dirs.begin(), dirs.end());
     dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+    // Each leaf, plus its parents while the leaf's own entry may not be durable yet.
+    std::vector<std::string> paths;
+    std::vector<uint32_t> made_durable;
+    {
+      std::lock_guard<std::mutex> dirs_lock(dirs_mu_);
+      for (uint32_t f : dirs) {
+        paths.push_back(FanoutPath(options_.dir, f));
+        if (dir_state_[f] == kDirExists) {
+          made_durable.push_back(f);
+          paths.push_back(paths.back().substr(0, paths.back().rfind('/')));
+          paths.push_back(options_.dir + "/chunks");
+        }
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
     Status status;
     std::vector<int> fds;
-    for (uint32_t f : dirs) {
-      const std::string path = FanoutPath(options_.dir, f);
+    for (const std::string& path : paths) {
       int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) {
         status = Errno("open " + path);
@@ -422,6 +435,10 @@ Status ChunkStore::SyncDirs(std::vector<uint32_t> fanouts) {
     }
     if (status.ok()) status = RingFsync(fds);
     for (int fd : fds) ::close(fd);
+    if (status.ok()) {
+      std::lock_guard<std::mutex> dirs_lock(dirs_mu_);
+      for (uint32_t f : made_durable) dir_state_[f] = kDirDurable;
+    }
     lock.lock();
     sync_running_ = false;
     sync_completed_ = upto;

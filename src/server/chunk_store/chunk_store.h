@@ -108,7 +108,8 @@ class ChunkStore {
   // Opens (creating if needed) the store in options.dir: removes temp files left by a crash,
   // removes versioned files whose size disagrees with their name (a non-durable write torn by a
   // crash), and rebuilds the index. Cost: one readdir per fan-out directory and one fstatat per
-  // chunk file. Errors: kInvalidArgument for bad options; kInternal when the dir is unusable.
+  // chunk file.
+  // Errors: kInvalidArgument for bad options; kInternal when the dir is unusable.
   static Result<std::unique_ptr<ChunkStore>> Open(const ChunkStoreOptions& options);
   ~ChunkStore();
 
@@ -180,9 +181,10 @@ class ChunkStore {
   uint64_t version_count_ = 0;
   std::atomic<uint64_t> reserved_bytes_{0};  // writes in flight, counted against capacity
 
-  // Fan-out directories known to exist (bit per directory).
-  std::mutex dirs_mu_;  // guards dir_exists_
-  std::vector<bool> dir_exists_;
+  // Per fan-out directory: missing, exists (its entry maybe not durable), durable.
+  static constexpr uint8_t kDirMissing = 0, kDirExists = 1, kDirDurable = 2;
+  std::mutex dirs_mu_;  // guards dir_state_; never held together with sync_mu_
+  std::vector<uint8_t> dir_state_;
 
   // Directory-fsync batching (group commit): guards sync_*.
   std::mutex sync_mu_;
