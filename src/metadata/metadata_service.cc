@@ -156,6 +156,7 @@ Status MetadataService::Load() {
   auto tables = store_->LoadPgTables();
   if (!tables.ok()) return tables.status();
   for (PgTable& t : *tables) pg_tables_[t.width] = std::move(t);
+  AQ_RETURN_IF_ERROR(LoadMoves());
   auto tasks = store_->LoadGcTasks();
   if (!tasks.ok()) return tasks.status();
   for (GcTask& t : *tasks) gc_tasks_[t.id] = std::move(t);

@@ -25,8 +25,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -146,18 +148,83 @@ struct HeartbeatArgs {
   uint64_t used_bytes = 0;
   uint64_t chunk_count = 0;
   std::vector<uint64_t> gc_done;
+  std::vector<MoveProgress> moves;    // progress of the move tasks it runs as destination
+  std::vector<uint64_t> pg_gc_done;   // PgGcTask ids applied
+  uint64_t chunks_scrubbed = 0;       // scrub totals since the data server started
+  uint64_t corrupt_found = 0;
+  uint64_t corrupt_repaired = 0;
+};
+
+// A move task handed to its destination, with the copy rate it must keep to.
+struct MoveAssignment {
+  MoveTask task;
+  uint64_t rate_limit_bytes_per_s = 0;
 };
 
 struct HeartbeatReply {
   std::vector<GcTask> gc;  // acked unset
   uint64_t map_version = 0;
+  // Every move task the server must run now as the destination (level-triggered: one it runs
+  // that is not listed was cancelled or finished).
+  std::vector<MoveAssignment> moves;
+  std::vector<PgGcTask> pg_gc;  // PG positions to delete; resent until acked
+  MemberState state = MemberState::kIn;
 };
 
 struct ServerStatus {
-  ServerRecord record;
-  bool up = false;
+  ServerRecord record;  // record.state: in, draining, removed
+  bool up = false;      // false for removed servers
   uint64_t chunk_count = 0;
   int64_t last_heartbeat_ms_ago = 0;
+  uint64_t chunks_scrubbed = 0;
+  uint64_t corrupt_found = 0;
+  uint64_t corrupt_repaired = 0;
+  uint32_t pg_positions = 0;  // PG positions it is the target of, all widths
+};
+
+struct ServerAdminResult {
+  uint32_t positions_held = 0;   // PG positions the server is still the target of
+  uint32_t moves_scheduled = 0;  // move tasks this call created
+};
+
+// One move task as GetMoves shows it.
+struct MoveInfo {
+  MoveTask task;
+  bool running = false;  // false: queued behind --max-concurrent-moves at its destination
+  MoveProgress progress;
+  uint64_t rate_bytes_per_s = 0;  // measured from progress reports; 0 = unknown
+  int64_t eta_ms = -1;            // -1 = unknown
+  int64_t age_ms = 0;             // since created (or since the metadata server started)
+};
+
+// A PG with positions whose target is down or removed.
+struct DegradedPg {
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  std::vector<uint32_t> positions;
+  std::string reason;  // "repairing", "repair in N ms", "waiting for a server"
+};
+
+struct MovesReport {
+  std::vector<MoveInfo> moves;  // by id
+  std::vector<DegradedPg> degraded;
+  uint32_t moves_running = 0;
+  uint32_t moves_queued = 0;
+  bool waiting_for_server = false;  // a repair or drain found no spare failure domain
+  uint64_t bytes_left = 0;          // over running tasks that reported totals
+  int64_t eta_ms = -1;
+  std::string message;              // one line for `aquifer status`
+  uint32_t max_concurrent_moves = 0;
+  uint64_t move_rate_bytes_per_s = 0;
+  bool rebalance_paused = false;
+  uint64_t moves_completed = 0;     // since this metadata server started
+};
+
+// Runtime knobs for moves; zero / nullopt keeps the current value.
+struct RebalanceKnobs {
+  uint32_t max_concurrent_moves = 0;  // per destination server
+  uint32_t move_rate_mib = 0;         // MiB/s per task
+  std::optional<bool> paused;         // true: plan no new rebalance moves
 };
 
 struct ClusterMap {
@@ -228,7 +295,18 @@ class MetadataService {
   Result<HeartbeatReply> Heartbeat(const HeartbeatArgs& args);
   ClusterMap GetClusterMap();
 
-  // Expires silent sessions and marks silent data servers down. The server calls it from a
+  // --- repair, rebalance, drain (moves.cc; docs/repair.md) ---
+  // Marks the server draining (no new PG positions) and schedules moves of all its positions.
+  // Errors: kNotFound (unknown id), kInvalidArgument (removed server), store errors.
+  Result<ServerAdminResult> DrainServer(ServerId id);
+  // Removes the server. kNotEmpty while it is the target of PG positions, unless `force`: then it
+  // is treated as failed and its positions are repaired at once. Removing a removed server is OK.
+  Result<ServerAdminResult> RemoveServer(ServerId id, bool force);
+  MovesReport GetMoves();
+  Status SetRebalance(const RebalanceKnobs& knobs);
+
+  // Expires silent sessions, marks silent data servers down, and plans moves (repair after
+  // --repair-delay-ms, drain, rebalance, re-planning, throttling). The server calls it from a
   // background thread; tests call it after moving their clock.
   void Tick();
 
@@ -265,7 +343,25 @@ class MetadataService {
     ServerRecord record;
     bool up = false;
     int64_t last_heartbeat_ms = 0;
+    int64_t down_since_ms = 0;  // when it was marked down (valid while !up)
     uint64_t chunk_count = 0;
+    uint64_t chunks_scrubbed = 0, corrupt_found = 0, corrupt_repaired = 0;
+  };
+  struct MoveState {  // a persisted MoveTask plus what is known in memory only
+    MoveTask task;
+    bool running = false;
+    MoveProgress progress;
+    int64_t created_ms = 0;
+    int64_t first_report_ms = -1;
+    uint64_t first_report_bytes = 0;
+    uint64_t rate_bytes_per_s = 0;
+  };
+  using PgPos = std::tuple<uint32_t, uint32_t, uint32_t>;  // (width, pg index, position)
+  // Collects one planning round's store writes and which PG tables changed (moves.cc).
+  struct MoveBatch {
+    StoreBatch batch;
+    std::set<uint32_t> dirty_tables;
+    uint32_t moves_created = 0;
   };
 
   MetadataService(std::unique_ptr<NamespaceStore> store, const MetaOptions& options,
@@ -305,6 +401,28 @@ class MetadataService {
   Status EnsurePgTable(uint32_t width);
   void BumpMapVersion();
 
+  // Moves (cluster_mu_ held; moves.cc).
+  Status LoadMoves();
+  bool Eligible(const ServerState& s) const;
+  bool Failed(const ServerState& s, int64_t now) const;
+  std::string DomainOf(ServerId id) const;
+  double WeightOf(ServerId id) const;
+  std::map<uint32_t, uint32_t> PlannedLoad(std::optional<uint32_t> width) const;
+  bool PgGcQueued(ServerId server, const PgPos& pos) const;
+  std::optional<ServerId> ChooseDestination(const PgTable& t, uint32_t pg, uint32_t pos,
+                                            const std::set<uint32_t>& exclude,
+                                            const std::map<uint32_t, uint32_t>& load) const;
+  void AddMove(MoveBatch& mb, uint32_t width, uint32_t pg, uint32_t pos, ServerId from,
+               ServerId to, MoveKind kind, int64_t now);
+  void DropMove(MoveBatch& mb, uint64_t id, bool gc_destination, int64_t now);
+  void CompleteMove(MoveBatch& mb, uint64_t id, int64_t now);
+  void QueuePgGc(MoveBatch& mb, ServerId server, const PgPos& pos, int64_t not_before_ms);
+  void PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now);
+  // One planning round: re-plans tasks whose destination died, schedules repair and drain
+  // moves, rebalances when wanted, promotes queued tasks; writes the batch.
+  Status Reconcile(int64_t now, MoveBatch& mb);
+  Status FlushMoves(MoveBatch& mb, bool sync);
+
   std::unique_ptr<NamespaceStore> store_;
   const MetaOptions options_;
   const Clocks clocks_;
@@ -327,6 +445,19 @@ class MetadataService {
   std::map<uint64_t, GcTask> gc_tasks_;
   uint64_t map_version_ = 0;
   uint32_t next_server_ = 1;
+  // Moves (also under cluster_mu_).
+  std::map<uint64_t, MoveState> moves_;
+  std::map<PgPos, uint64_t> move_at_;  // position -> its task id
+  std::map<uint64_t, PgGcTask> pg_gc_;
+  std::map<uint64_t, int64_t> pg_gc_not_before_;  // in memory: mono ms before which not sent
+  uint64_t next_move_id_ = 1;
+  uint64_t next_pg_gc_id_ = 1;
+  uint32_t max_concurrent_moves_ = 2;
+  uint32_t move_rate_mib_ = 200;
+  bool rebalance_paused_ = false;
+  bool rebalance_wanted_ = false;
+  uint64_t moves_completed_ = 0;
+  std::set<PgPos> waiting_;  // positions that need a move but have no spare failure domain
 
   std::mutex cache_mu_;  // guards the caches
   std::unordered_map<uint64_t, Inode> inode_cache_;

@@ -12,6 +12,24 @@ bool Inode::is_dir() const { return S_ISDIR(mode); }
 bool Inode::is_reg() const { return S_ISREG(mode); }
 bool Inode::is_symlink() const { return S_ISLNK(mode); }
 
+const char* MemberStateName(MemberState state) {
+  switch (state) {
+    case MemberState::kIn: return "in";
+    case MemberState::kDraining: return "draining";
+    case MemberState::kRemoved: return "removed";
+  }
+  return "in";
+}
+
+const char* MoveKindName(MoveKind kind) {
+  switch (kind) {
+    case MoveKind::kRepair: return "repair";
+    case MoveKind::kDrain: return "drain";
+    case MoveKind::kRebalance: return "rebalance";
+  }
+  return "repair";
+}
+
 namespace {
 
 // --- encoding helpers -------------------------------------------------------------------
@@ -79,6 +97,7 @@ class Decoder {
     return v;
   }
   int64_t I64() { return static_cast<int64_t>(U64()); }
+  bool AtEnd() const { return in_.empty(); }
   std::string Str() {
     uint32_t n = U32();
     if (!Need(n)) return {};
@@ -164,6 +183,16 @@ std::string PgKey(uint32_t width) {
   return k;
 }
 std::string CounterKey(std::string_view name) { return "c" + std::string(name); }
+std::string MoveKey(uint64_t id) {
+  std::string k("m");
+  PutBE64(&k, id);
+  return k;
+}
+std::string PgGcKey(uint64_t id) {
+  std::string k("q");
+  PutBE64(&k, id);
+  return k;
+}
 
 std::string EncodeInode(const Inode& n) {
   Encoder e;
@@ -280,6 +309,7 @@ void StoreBatch::PutServer(const ServerRecord& s) {
   e.Str(s.failure_domain);
   e.U64(s.capacity_bytes);
   e.U64(s.used_bytes);
+  e.U8(static_cast<uint8_t>(s.state));
   ops_.push_back({StoreOp::Kind::kPut, ServerKey(s.id), e.Take()});
 }
 void StoreBatch::PutPgTable(const PgTable& t) {
@@ -290,7 +320,44 @@ void StoreBatch::PutPgTable(const PgTable& t) {
     e.U32(static_cast<uint32_t>(pg.size()));
     for (ServerId s : pg) e.U32(s.value());
   }
+  // Pending targets: only the PGs that have some, as (pg index, width ids).
+  uint32_t with_pending = 0;
+  for (const auto& p : t.pending) with_pending += p.empty() ? 0 : 1;
+  e.U32(with_pending);
+  for (size_t i = 0; i < t.pending.size(); ++i) {
+    if (t.pending[i].empty()) continue;
+    e.U32(static_cast<uint32_t>(i));
+    e.U32(static_cast<uint32_t>(t.pending[i].size()));
+    for (ServerId s : t.pending[i]) e.U32(s.value());
+  }
   ops_.push_back({StoreOp::Kind::kPut, PgKey(t.width), e.Take()});
+}
+void StoreBatch::PutMoveTask(const MoveTask& t) {
+  Encoder e;
+  e.U64(t.id);
+  e.U32(t.pg_width);
+  e.U32(t.pg_index);
+  e.U32(t.position);
+  e.U32(t.from.value());
+  e.U32(t.to.value());
+  e.U8(static_cast<uint8_t>(t.kind));
+  e.U64(t.map_version);
+  ops_.push_back({StoreOp::Kind::kPut, MoveKey(t.id), e.Take()});
+}
+void StoreBatch::DeleteMoveTask(uint64_t id) {
+  ops_.push_back({StoreOp::Kind::kDelete, MoveKey(id), {}});
+}
+void StoreBatch::PutPgGcTask(const PgGcTask& t) {
+  Encoder e;
+  e.U64(t.id);
+  e.U32(t.server.value());
+  e.U32(t.pg_width);
+  e.U32(t.pg_index);
+  e.U32(t.position);
+  ops_.push_back({StoreOp::Kind::kPut, PgGcKey(t.id), e.Take()});
+}
+void StoreBatch::DeletePgGcTask(uint64_t id) {
+  ops_.push_back({StoreOp::Kind::kDelete, PgGcKey(id), {}});
 }
 void StoreBatch::PutCounter(std::string_view name, uint64_t value) {
   Encoder e;
@@ -412,6 +479,11 @@ Result<std::vector<ServerRecord>> NamespaceStore::LoadServers() {
     s.failure_domain = d.Str();
     s.capacity_bytes = d.U64();
     s.used_bytes = d.U64();
+    if (d.ok() && !d.AtEnd()) {
+      uint8_t st = d.U8();
+      if (st > static_cast<uint8_t>(MemberState::kRemoved)) bad = true;
+      s.state = static_cast<MemberState>(st);
+    }
     if (!d.ok()) bad = true;
     out.push_back(std::move(s));
     return !bad;
@@ -434,11 +506,65 @@ Result<std::vector<PgTable>> NamespaceStore::LoadPgTables() {
       for (uint32_t j = 0; j < w && d.ok(); ++j) pg.push_back(ServerId(d.U32()));
       t.pgs.push_back(std::move(pg));
     }
+    t.pending.resize(t.pgs.size());
+    if (d.ok() && !d.AtEnd()) {
+      uint32_t with_pending = d.U32();
+      for (uint32_t i = 0; i < with_pending && d.ok(); ++i) {
+        uint32_t index = d.U32(), w = d.U32();
+        if (index >= t.pgs.size() || w != t.pgs[index].size()) {
+          bad = true;
+          break;
+        }
+        for (uint32_t j = 0; j < w && d.ok(); ++j) t.pending[index].push_back(ServerId(d.U32()));
+      }
+    }
     if (!d.ok()) bad = true;
     out.push_back(std::move(t));
     return !bad;
   }));
   if (bad) return Corruption("pg table record is truncated");
+  return out;
+}
+
+Result<std::vector<MoveTask>> NamespaceStore::LoadMoveTasks() {
+  std::vector<MoveTask> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("m", "m", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    MoveTask t;
+    t.id = d.U64();
+    t.pg_width = d.U32();
+    t.pg_index = d.U32();
+    t.position = d.U32();
+    t.from = ServerId(d.U32());
+    t.to = ServerId(d.U32());
+    uint8_t kind = d.U8();
+    t.map_version = d.U64();
+    if (!d.ok() || kind > static_cast<uint8_t>(MoveKind::kRebalance)) bad = true;
+    t.kind = static_cast<MoveKind>(kind);
+    out.push_back(t);
+    return !bad;
+  }));
+  if (bad) return Corruption("move task record is truncated");
+  return out;
+}
+
+Result<std::vector<PgGcTask>> NamespaceStore::LoadPgGcTasks() {
+  std::vector<PgGcTask> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("q", "q", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    PgGcTask t;
+    t.id = d.U64();
+    t.server = ServerId(d.U32());
+    t.pg_width = d.U32();
+    t.pg_index = d.U32();
+    t.position = d.U32();
+    if (!d.ok()) bad = true;
+    out.push_back(t);
+    return !bad;
+  }));
+  if (bad) return Corruption("pg gc task record is truncated");
   return out;
 }
 

@@ -10,8 +10,10 @@
 //   'x' ino name            -> xattr value
 //   'o' ino                 -> ""   (orphan: nlink 0 but open when recorded)
 //   'g' gc_id               -> GcTask
-//   's' server_id (32 bit)  -> ServerRecord
-//   'p' width (32 bit)      -> PgTable
+//   's' server_id (32 bit)  -> ServerRecord (state appended; absent in old records = in)
+//   'p' width (32 bit)      -> PgTable (pending targets appended; absent in old records = none)
+//   'm' move_id             -> MoveTask
+//   'q' pg_gc_id            -> PgGcTask
 //   'c' name                -> counter (uint64)
 // Threading: every method is safe to call concurrently; a batch is applied atomically, but
 // read-modify-write ordering is the caller's business (MetadataService serialises writers).
@@ -56,6 +58,10 @@ class StoreBatch {
   void DeleteGcTask(uint64_t id);
   void PutServer(const ServerRecord& server);
   void PutPgTable(const PgTable& table);
+  void PutMoveTask(const MoveTask& task);
+  void DeleteMoveTask(uint64_t id);
+  void PutPgGcTask(const PgGcTask& task);
+  void DeletePgGcTask(uint64_t id);
   void PutCounter(std::string_view name, uint64_t value);
 
   const std::vector<StoreOp>& ops() const { return ops_; }
@@ -83,6 +89,8 @@ class NamespaceStore {
   Result<std::vector<GcTask>> LoadGcTasks();
   Result<std::vector<ServerRecord>> LoadServers();
   Result<std::vector<PgTable>> LoadPgTables();
+  Result<std::vector<MoveTask>> LoadMoveTasks();
+  Result<std::vector<PgGcTask>> LoadPgGcTasks();
 
   // Applies `batch` atomically. sync: durable on disk (fsync) before returning; otherwise it
   // survives a crash of the process (WAL in the page cache) but maybe not a power loss.

@@ -26,6 +26,13 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off");
   app.add_option("--cache-entries", o.cache_entries, "inodes and dentries cached in memory");
   app.add_option("--rpc-threads", o.rpc_threads, "most gRPC server threads");
+  app.add_option("--repair-delay-ms", o.repair_delay_ms,
+                 "data server down this long (ms) has its PG positions repaired elsewhere");
+  app.add_option("--max-concurrent-moves", o.max_concurrent_moves,
+                 "move tasks running at once per destination server");
+  app.add_option("--move-rate-mib", o.move_rate_mib, "copy rate of each move task, MiB/s");
+  app.add_option("--pg-gc-delay-ms", o.pg_gc_delay_ms,
+                 "wait (ms) after a move finishes before the source deletes its chunks");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -79,6 +86,10 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
         {"log-level", str(&o.log_level)},
         {"cache-entries", u64(&o.cache_entries)},
         {"rpc-threads", u32(&o.rpc_threads)},
+        {"repair-delay-ms", u32(&o.repair_delay_ms)},
+        {"max-concurrent-moves", u32(&o.max_concurrent_moves)},
+        {"move-rate-mib", u32(&o.move_rate_mib)},
+        {"pg-gc-delay-ms", u32(&o.pg_gc_delay_ms)},
     };
     for (auto&& [key, node] : tbl) {
       std::string name(key.str());
@@ -113,6 +124,7 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   if (o.heartbeat_timeout_ms < 10) return InvalidArgument("heartbeat-timeout-ms must be >= 10");
   if (o.session_ttl_ms < 10) return InvalidArgument("session-ttl-ms must be >= 10");
   if (o.rpc_threads < 1) return InvalidArgument("rpc-threads must be >= 1");
+  if (o.max_concurrent_moves < 1) return InvalidArgument("max-concurrent-moves must be >= 1");
   return OkStatus();
 }
 

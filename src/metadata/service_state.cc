@@ -514,7 +514,7 @@ Result<FsStats> MetadataService::StatFs() {
   }
   std::lock_guard lock(cluster_mu_);
   for (const auto& [id, s] : servers_) {
-    if (!s.up) continue;
+    if (!s.up || s.record.state == MemberState::kRemoved) continue;
     out.total_bytes += s.record.capacity_bytes;
     out.free_bytes += s.record.capacity_bytes - std::min(s.record.used_bytes,
                                                          s.record.capacity_bytes);
@@ -546,6 +546,11 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
   }
   bool changed = !found || !found->up || found->record.address != reg.address ||
                  found->record.failure_domain != reg.failure_domain;
+  // A new server, a removed one coming back (it rejoins "in"), or one that was down (its
+  // positions may have been repaired away): plan a rebalance.
+  const bool rejoin = found && found->record.state == MemberState::kRemoved;
+  if (rejoin) next.record.state = MemberState::kIn;
+  if (!found || rejoin || !found->up) rebalance_wanted_ = true;
   next.record.address = reg.address;
   next.record.failure_domain = reg.failure_domain;
   next.record.capacity_bytes = reg.capacity_bytes;
@@ -562,6 +567,9 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
   Logger("meta")->info("register server={} uuid={} address={} domain={} new={}", id.value(),
                        reg.server_uuid, reg.address, reg.failure_domain, found == nullptr);
   servers_[id.value()] = std::move(next);
+  MoveBatch mb;
+  Status planned = Reconcile(clocks_.mono_ms(), mb);
+  if (!planned.ok()) Logger("meta")->error("plan moves failed: {}", planned.ToString());
   uint32_t interval = std::max<uint32_t>(10, options_.heartbeat_timeout_ms / 3);
   return std::make_pair(id, interval);
 }
@@ -576,10 +584,15 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   s.record.capacity_bytes = a.capacity_bytes;
   s.record.used_bytes = a.used_bytes;
   s.chunk_count = a.chunk_count;
-  s.last_heartbeat_ms = clocks_.mono_ms();
+  s.chunks_scrubbed = a.chunks_scrubbed;
+  s.corrupt_found = a.corrupt_found;
+  s.corrupt_repaired = a.corrupt_repaired;
+  const int64_t now = clocks_.mono_ms();
+  s.last_heartbeat_ms = now;
   StoreBatch b;
-  if (!s.up) {
+  if (!s.up && s.record.state != MemberState::kRemoved) {
     s.up = true;
+    rebalance_wanted_ = true;  // its positions may have been repaired away meanwhile
     BumpMapVersion();
     b.PutCounter("map_version", map_version_);
     Logger("meta")->info("server up server={}", a.server.value());
@@ -594,6 +607,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     }
     bool all = true;
     for (const auto& [sid, other] : servers_) {
+      if (other.record.state == MemberState::kRemoved) continue;  // never answers again
       if (std::find(acked.begin(), acked.end(), sid) == acked.end()) all = false;
     }
     if (all) {
@@ -606,8 +620,75 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   // An ack lost to a crash is harmless: the task is resent and GC is idempotent.
   if (!b.empty()) AQ_RETURN_IF_ERROR(store_->Write(b, false));
   for (uint64_t id : finished) gc_tasks_.erase(id);
+
+  // Moves: progress and completion reported by the destination; PG GCs applied.
+  MoveBatch mb;
+  for (const MoveProgress& p : a.moves) {
+    auto m = moves_.find(p.task_id);
+    if (m == moves_.end() || m->second.task.to != a.server) continue;  // stale or re-planned
+    MoveState& ms = m->second;
+    ms.progress = p;
+    if (ms.first_report_ms < 0) {
+      ms.first_report_ms = now;
+      ms.first_report_bytes = p.bytes_done;
+    } else if (now > ms.first_report_ms && p.bytes_done >= ms.first_report_bytes) {
+      ms.rate_bytes_per_s = (p.bytes_done - ms.first_report_bytes) * 1000 /
+                            static_cast<uint64_t>(now - ms.first_report_ms);
+    }
+    if (p.done) {
+      CompleteMove(mb, p.task_id, now);
+    } else if (!p.error.empty()) {
+      // Failed at the destination: try another server; else the same one again under a new id
+      // (a new id restarts the destination's worker).
+      const MoveTask task = ms.task;
+      Logger("meta")->warn("move failed task={} to={} error={}", task.id, task.to.value(),
+                           p.error);
+      DropMove(mb, task.id, /*gc_destination=*/false, now);
+      auto to = ChooseDestination(pg_tables_.at(task.pg_width), task.pg_index, task.position,
+                                  {task.to.value(), task.from.value()}, PlannedLoad(std::nullopt));
+      if (to) QueuePgGc(mb, task.to, PgPos{task.pg_width, task.pg_index, task.position}, now);
+      AddMove(mb, task.pg_width, task.pg_index, task.position, task.from, to ? *to : task.to,
+              task.kind, now);
+    }
+  }
+  for (uint64_t id : a.pg_gc_done) {
+    auto g = pg_gc_.find(id);
+    if (g == pg_gc_.end() || g->second.server != a.server) continue;
+    mb.batch.DeletePgGcTask(id);
+    pg_gc_.erase(g);
+    pg_gc_not_before_.erase(id);
+  }
+  Status planned = Reconcile(now, mb);
+  if (!planned.ok()) return planned;
+
   HeartbeatReply reply;
   reply.map_version = map_version_;
+  reply.state = s.record.state;
+  for (const auto& [id, m] : moves_) {
+    if (!m.running || m.task.to != a.server) continue;
+    reply.moves.push_back(MoveAssignment{m.task, uint64_t{move_rate_mib_} * kMiB});
+  }
+  std::vector<uint64_t> obsolete;
+  for (const auto& [id, g] : pg_gc_) {
+    if (g.server != a.server || pg_gc_not_before_[id] > now) continue;
+    // The server holds (or receives) that position again: deleting would lose data.
+    const PgTable* t = pg_tables_.count(g.pg_width) ? &pg_tables_.at(g.pg_width) : nullptr;
+    if (t && g.pg_index < t->pgs.size() && g.position < t->pgs[g.pg_index].size() &&
+        (t->pgs[g.pg_index][g.position] == a.server ||
+         (!t->pending[g.pg_index].empty() && t->pending[g.pg_index][g.position] == a.server))) {
+      obsolete.push_back(id);
+      continue;
+    }
+    if (reply.pg_gc.size() < 4096) reply.pg_gc.push_back(g);
+  }
+  if (!obsolete.empty()) {
+    for (uint64_t id : obsolete) {
+      mb.batch.DeletePgGcTask(id);
+      pg_gc_.erase(id);
+      pg_gc_not_before_.erase(id);
+    }
+    AQ_RETURN_IF_ERROR(FlushMoves(mb, false));
+  }
   for (const auto& [id, t] : gc_tasks_) {
     if (std::find(t.acked.begin(), t.acked.end(), a.server.value()) != t.acked.end()) continue;
     GcTask copy = t;
@@ -623,7 +704,7 @@ Status MetadataService::EnsurePgTable(uint32_t width) {
   std::vector<const ServerState*> up;
   std::set<std::string> domains;
   for (const auto& [id, s] : servers_) {
-    if (!s.up) continue;
+    if (!Eligible(s)) continue;  // up and "in": draining and removed servers take no new PGs
     up.push_back(&s);
     domains.insert(s.record.failure_domain);
   }
@@ -637,6 +718,7 @@ Status MetadataService::EnsurePgTable(uint32_t width) {
   // evenly and the choice is deterministic.
   PgTable table;
   table.width = width;
+  table.pending.resize(options_.pgs_per_table);
   std::map<uint32_t, uint32_t> load;
   for (uint32_t pg = 0; pg < options_.pgs_per_table; ++pg) {
     std::vector<const ServerState*> order = up;
@@ -674,8 +756,20 @@ ClusterMap MetadataService::GetClusterMap() {
   ClusterMap map;
   map.version = map_version_;
   int64_t now = clocks_.mono_ms();
+  std::map<uint32_t, uint32_t> held;
+  for (const auto& [w, t] : pg_tables_) {
+    for (const auto& pg : t.pgs) {
+      for (ServerId s : pg) held[s.value()]++;
+    }
+  }
   for (const auto& [id, s] : servers_) {
-    map.servers.push_back(ServerStatus{s.record, s.up, s.chunk_count, now - s.last_heartbeat_ms});
+    ServerStatus st{s.record, s.up && s.record.state != MemberState::kRemoved, s.chunk_count,
+                    now - s.last_heartbeat_ms};
+    st.chunks_scrubbed = s.chunks_scrubbed;
+    st.corrupt_found = s.corrupt_found;
+    st.corrupt_repaired = s.corrupt_repaired;
+    st.pg_positions = held[id];
+    map.servers.push_back(std::move(st));
   }
   for (const auto& [w, t] : pg_tables_) map.pg_tables.push_back(t);
   map.default_k = options_.k;
@@ -707,6 +801,7 @@ void MetadataService::Tick() {
   for (auto& [id, s] : servers_) {
     if (s.up && now - s.last_heartbeat_ms > options_.heartbeat_timeout_ms) {
       s.up = false;
+      s.down_since_ms = now;
       changed = true;
       Logger("meta")->warn("server down server={} silent_ms={}", id, now - s.last_heartbeat_ms);
     }
@@ -718,6 +813,9 @@ void MetadataService::Tick() {
     Status st = store_->Write(b, false);
     if (!st.ok()) Logger("meta")->error("persist map version failed: {}", st.ToString());
   }
+  MoveBatch mb;
+  Status planned = Reconcile(now, mb);  // logs its own failure
+  (void)planned;
 }
 
 std::vector<GcTask> MetadataService::PendingGcTasks() {

@@ -92,6 +92,13 @@ struct GcTask {
   std::vector<uint32_t> acked;  // server ids that reported it done
 };
 
+// A data server's membership. kIn: takes new PG positions. kDraining: its positions move away
+// and it takes no new ones. kRemoved: no longer a member; clients never use it; its positions
+// are repaired from the other targets. Persisted.
+enum class MemberState : uint8_t { kIn = 0, kDraining = 1, kRemoved = 2 };
+// "in", "draining", "removed" (the wire words).
+const char* MemberStateName(MemberState state);
+
 // A registered data server as persisted (liveness and usage are kept in memory).
 struct ServerRecord {
   ServerId id;
@@ -100,13 +107,58 @@ struct ServerRecord {
   std::string failure_domain;
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
+  MemberState state = MemberState::kIn;
 };
 
 // The placement groups of one width (k + m): each PG lists `width` server ids on distinct
-// failure domains.
+// failure domains. pending[pg] is empty, or `width` entries: pending[pg][i] is the server
+// receiving position i through a move (ServerId(0) = none). The tables only grow (files name PGs
+// by index), so pending.size() == pgs.size().
 struct PgTable {
   uint32_t width = 0;
   std::vector<std::vector<ServerId>> pgs;
+  std::vector<std::vector<ServerId>> pending;
+};
+
+// Why a PG position moves. Repair: its target failed (down past the repair delay, or removed
+// with force). Rebalance: spreading positions over new servers. Drain: its target is draining.
+enum class MoveKind : uint8_t { kRepair = 0, kDrain = 1, kRebalance = 2 };  // also priority
+// "repair", "drain", "rebalance".
+const char* MoveKindName(MoveKind kind);
+
+// Move position `position` of PG (pg_width, pg_index) from `from` to `to` (docs/repair.md).
+// Persisted; the position's pending target is `to` while the task exists.
+struct MoveTask {
+  uint64_t id = 0;
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  uint32_t position = 0;
+  ServerId from;
+  ServerId to;
+  MoveKind kind = MoveKind::kRepair;
+  uint64_t map_version = 0;  // the cluster map version that first showed `to` as pending
+};
+
+// What the destination reports about a move task in its heartbeats.
+struct MoveProgress {
+  uint64_t task_id = 0;
+  uint64_t chunks_done = 0;
+  uint64_t chunks_total = 0;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  bool done = false;
+  std::string error;  // non-empty: the task failed at the destination
+};
+
+// Delete every chunk of PG (pg_width, pg_index) at `position` on `server`: sent once the server
+// no longer holds that position (a finished move's source, a cancelled move's destination).
+// Persisted until acked.
+struct PgGcTask {
+  uint64_t id = 0;
+  ServerId server;
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  uint32_t position = 0;
 };
 
 }  // namespace aquifer::meta

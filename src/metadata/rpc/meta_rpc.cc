@@ -68,6 +68,25 @@ void FillAttr(const Result<Inode>& r, Resp* resp) {
   if (r.ok()) ToPb(*r, resp->mutable_attr());
 }
 
+void ToPb(const MoveTask& t, uint64_t rate_bytes_per_s, pb::MoveTask* out) {
+  out->set_id(t.id);
+  out->set_pg_width(t.pg_width);
+  out->set_pg_index(t.pg_index);
+  out->set_position(t.position);
+  out->set_from_server(t.from.value());
+  out->set_to_server(t.to.value());
+  out->set_kind(MoveKindName(t.kind));
+  out->set_rate_limit_bytes_per_s(rate_bytes_per_s);
+  out->set_map_version(t.map_version);
+}
+
+void FillAdmin(const Result<ServerAdminResult>& r, pb::ServerAdminResponse* resp) {
+  SetStatus(resp->mutable_status(), r.status());
+  if (!r.ok()) return;
+  resp->set_positions_held(r->positions_held);
+  resp->set_moves_scheduled(r->moves_scheduled);
+}
+
 LockArgs FromPb(const pb::LockRequest& r) {
   LockArgs a;
   a.ino = InodeId(r.ino());
@@ -330,6 +349,14 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.used_bytes = req->used_bytes();
     a.chunk_count = req->chunk_count();
     a.gc_done.assign(req->gc_done().begin(), req->gc_done().end());
+    for (const pb::MoveProgress& p : req->moves()) {
+      a.moves.push_back(MoveProgress{p.task_id(), p.chunks_done(), p.chunks_total(),
+                                     p.bytes_done(), p.bytes_total(), p.done(), p.error()});
+    }
+    a.pg_gc_done.assign(req->pg_gc_done().begin(), req->pg_gc_done().end());
+    a.chunks_scrubbed = req->chunks_scrubbed();
+    a.corrupt_found = req->corrupt_found();
+    a.corrupt_repaired = req->corrupt_repaired();
     auto r = svc_->Heartbeat(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -341,6 +368,17 @@ class ServiceImpl final : public pb::MetaService::Service {
         out->set_from_stripe(t.from_stripe);
         out->set_max_version(t.max_version);
       }
+      for (const MoveAssignment& m : r->moves) {
+        ToPb(m.task, m.rate_limit_bytes_per_s, resp->add_moves());
+      }
+      for (const PgGcTask& g : r->pg_gc) {
+        pb::PgGcTask* out = resp->add_pg_gc();
+        out->set_id(g.id);
+        out->set_pg_width(g.pg_width);
+        out->set_pg_index(g.pg_index);
+        out->set_position(g.position);
+      }
+      resp->set_state(MemberStateName(r->state));
     }
     return grpc::Status::OK;
   }
@@ -359,13 +397,21 @@ class ServiceImpl final : public pb::MetaService::Service {
       out->set_used_bytes(s.record.used_bytes);
       out->set_chunk_count(s.chunk_count);
       out->set_last_heartbeat_ms_ago(s.last_heartbeat_ms_ago);
+      out->set_state(MemberStateName(s.record.state));
+      out->set_chunks_scrubbed(s.chunks_scrubbed);
+      out->set_corrupt_found(s.corrupt_found);
+      out->set_corrupt_repaired(s.corrupt_repaired);
+      out->set_pg_positions(s.pg_positions);
     }
     for (const PgTable& t : map.pg_tables) {
       pb::PgTable* out = resp->add_pg_tables();
       out->set_width(t.width);
-      for (const auto& pg : t.pgs) {
+      for (size_t i = 0; i < t.pgs.size(); ++i) {
         pb::PlacementGroup* g = out->add_pgs();
-        for (ServerId s : pg) g->add_targets(s.value());
+        for (ServerId s : t.pgs[i]) g->add_targets(s.value());
+        if (i < t.pending.size()) {
+          for (ServerId s : t.pending[i]) g->add_pending(s.value());
+        }
       }
     }
     resp->set_default_k(map.default_k);
@@ -376,6 +422,66 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Sync(grpc::ServerContext*, const pb::SyncRequest*,
                     pb::StatusResponse* resp) override {
     SetStatus(resp->mutable_status(), svc_->Sync());
+    return grpc::Status::OK;
+  }
+  grpc::Status DrainServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+                           pb::ServerAdminResponse* resp) override {
+    FillAdmin(svc_->DrainServer(ServerId(req->server_id())), resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status RemoveServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+                            pb::ServerAdminResponse* resp) override {
+    FillAdmin(svc_->RemoveServer(ServerId(req->server_id()), req->force()), resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetMoves(grpc::ServerContext*, const pb::GetMovesRequest*,
+                        pb::GetMovesResponse* resp) override {
+    MovesReport r = svc_->GetMoves();
+    SetStatus(resp->mutable_status(), OkStatus());
+    for (const MoveInfo& m : r.moves) {
+      pb::MoveInfo* out = resp->add_moves();
+      ToPb(m.task, r.move_rate_bytes_per_s, out->mutable_task());
+      out->set_state(m.running ? "running" : "queued");
+      pb::MoveProgress* p = out->mutable_progress();
+      p->set_task_id(m.task.id);
+      p->set_chunks_done(m.progress.chunks_done);
+      p->set_chunks_total(m.progress.chunks_total);
+      p->set_bytes_done(m.progress.bytes_done);
+      p->set_bytes_total(m.progress.bytes_total);
+      p->set_done(m.progress.done);
+      p->set_error(m.progress.error);
+      out->set_rate_bytes_per_s(m.rate_bytes_per_s);
+      out->set_eta_ms(m.eta_ms);
+      out->set_age_ms(m.age_ms);
+    }
+    for (const DegradedPg& d : r.degraded) {
+      pb::DegradedPg* out = resp->add_degraded();
+      out->set_pg_width(d.pg_width);
+      out->set_pg_index(d.pg_index);
+      for (uint32_t p : d.positions) out->add_positions(p);
+      out->set_reason(d.reason);
+    }
+    pb::MoveSummary* sum = resp->mutable_summary();
+    sum->set_moves_running(r.moves_running);
+    sum->set_moves_queued(r.moves_queued);
+    sum->set_degraded_pgs(static_cast<uint32_t>(r.degraded.size()));
+    sum->set_waiting_for_server(r.waiting_for_server);
+    sum->set_bytes_left(r.bytes_left);
+    sum->set_eta_ms(r.eta_ms);
+    sum->set_message(r.message);
+    sum->set_max_concurrent_moves(r.max_concurrent_moves);
+    sum->set_move_rate_bytes_per_s(r.move_rate_bytes_per_s);
+    sum->set_rebalance_paused(r.rebalance_paused);
+    sum->set_moves_completed(r.moves_completed);
+    return grpc::Status::OK;
+  }
+  grpc::Status SetRebalance(grpc::ServerContext*, const pb::SetRebalanceRequest* req,
+                            pb::StatusResponse* resp) override {
+    RebalanceKnobs k;
+    k.max_concurrent_moves = req->max_concurrent_moves();
+    k.move_rate_mib = req->move_rate_mib();
+    if (req->set_paused()) k.paused = req->paused();
+    SetStatus(resp->mutable_status(), svc_->SetRebalance(k));
     return grpc::Status::OK;
   }
 
