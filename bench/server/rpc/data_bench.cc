@@ -212,11 +212,13 @@ int main(int argc, char** argv) {
   std::string root = "/tmp/aquifer_data_bench";
   std::string json_path;
   double scale = 1.0;
+  bool only_grpc = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--dir") root = argv[i + 1];
     else if (a == "--scale") scale = std::stod(argv[i + 1]);
     else if (a == "--json") json_path = argv[i + 1];
+    else if (a == "--only-grpc") only_grpc = std::string(argv[i + 1]) == "1";
   }
   fs::remove_all(root);
   fs::create_directories(root);
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
 
   // Large and medium chunks: the store vs the baseline, buffered and durable.
   for (uint64_t bytes : {1 * kMiB, 64 * kKiB}) {
+    if (only_grpc) break;
     const size_t n = std::max<size_t>(16, size_t(scale * (bytes == kMiB ? 256 : 2048)));
     std::vector<std::string> blobs;
     for (size_t i = 0; i < std::min<size_t>(n, 64); ++i) blobs.push_back(RandomBytes(bytes, i));
@@ -240,19 +243,43 @@ int main(int argc, char** argv) {
       r.name = name + " " + tag;
       rows.push_back(r);
     };
-    add(BaselineWrite(base_dir, blobs, false, ""), "baseline pwrite");
-    add(StoreWrite(store, ino, blobs, false, ""), "store write");
-    add(BaselineRead(base_dir, n, bytes, ""), "baseline pread (warm)");
-    add(StoreRead(store, ino, n, bytes, ""), "store read (warm)");
-    std::vector<std::string> base_paths, store_paths;
-    for (size_t i = 0; i < n; ++i) {
-      base_paths.push_back(base_dir + "/f" + std::to_string(i));
-      store_paths.push_back(store.ChunkPath({InodeId(ino), i, 0}, 1, bytes));
+    // Best of kReps runs per case, baseline and store alternating which goes first, so neither
+    // always inherits the other's dirty-page writeback on a shared machine.
+    constexpr int kReps = 3;
+    Row bw{}, sw{}, br{}, sr{}, brc{}, src{};
+    auto best = [](Row* b, const Row& r) {
+      if (b->seconds == 0 || r.seconds < b->seconds) *b = r;
+    };
+    for (int rep = 0; rep < kReps; ++rep) {
+      const std::string bdir = base_dir + "_" + std::to_string(rep);
+      const uint64_t sino = ino + 10 * (rep + 1);
+      if (rep % 2 == 0) {
+        best(&bw, BaselineWrite(bdir, blobs, false, ""));
+        best(&sw, StoreWrite(store, sino, blobs, false, ""));
+      } else {
+        best(&sw, StoreWrite(store, sino, blobs, false, ""));
+        best(&bw, BaselineWrite(bdir, blobs, false, ""));
+      }
+      best(&br, BaselineRead(bdir, n, bytes, ""));
+      best(&sr, StoreRead(store, sino, n, bytes, ""));
+      std::vector<std::string> base_paths, store_paths;
+      for (size_t i = 0; i < n; ++i) {
+        base_paths.push_back(bdir + "/f" + std::to_string(i));
+        store_paths.push_back(store.ChunkPath({InodeId(sino), i, 0}, 1, bytes));
+      }
+      DropCache(base_paths);
+      DropCache(store_paths);
+      best(&brc, BaselineRead(bdir, n, bytes, ""));
+      best(&src, StoreRead(store, sino, n, bytes, ""));
+      fs::remove_all(bdir);
+      Check(store.DeleteRange(InodeId(sino), 0, UINT64_MAX, false).ok(), "delete");
     }
-    DropCache(base_paths);
-    add(BaselineRead(base_dir, n, bytes, ""), "baseline pread (cold)");
-    DropCache(store_paths);
-    add(StoreRead(store, ino, n, bytes, ""), "store read (cold)");
+    add(bw, "baseline pwrite");
+    add(sw, "store write");
+    add(br, "baseline pread (warm)");
+    add(sr, "store read (warm)");
+    add(brc, "baseline pread (cold)");
+    add(src, "store read (cold)");
     const size_t ns = std::max<size_t>(8, n / 8);
     std::vector<std::string> few(blobs.begin(), blobs.begin() + ns);
     add(BaselineWrite(base_dir + "_sync", few, true, ""), "baseline pwrite+fdatasync");
@@ -261,7 +288,7 @@ int main(int argc, char** argv) {
 
   // Small chunks (16-128 KiB, image-data-set sized): writes/s, one writer, buffered; and four
   // concurrent durable writers (directory fsyncs are batched).
-  {
+  if (!only_grpc) {
     const size_t n = std::max<size_t>(100, size_t(scale * 4000));
     std::mt19937_64 rng(9);
     std::vector<std::string> blobs;
@@ -311,7 +338,7 @@ int main(int argc, char** argv) {
   }
 
   // Restart cost: scan of every chunk file to rebuild the index.
-  {
+  if (!only_grpc) {
     const uint64_t versions = store.Stats().version_count;
     opened->reset();
     const auto t0 = Clock::now();
