@@ -419,8 +419,8 @@ class MetadataService {
   void QueuePgGc(MoveBatch& mb, ServerId server, const PgPos& pos, int64_t not_before_ms);
   void PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now);
   // One planning round: re-plans tasks whose destination died, schedules repair and drain
-  // moves, rebalances when wanted, promotes queued tasks; writes the batch.
-  Status Reconcile(int64_t now, MoveBatch& mb);
+  // moves, rebalances when wanted and `rebalance`, promotes queued tasks; writes the batch.
+  Status Reconcile(int64_t now, MoveBatch& mb, bool rebalance);
   Status FlushMoves(MoveBatch& mb, bool sync);
 
   std::unique_ptr<NamespaceStore> store_;

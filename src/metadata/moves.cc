@@ -303,7 +303,7 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
       if (moved || deviation(src) <= 0) break;
       const ServerId s = src->record.id;
       for (const ServerState* dst : under) {
-        if (deviation(src) - deviation(dst) <= 1.0 || deviation(dst) >= 0) break;
+        if (deviation(src) - deviation(dst) <= 1.0 + 1e-9 || deviation(dst) >= 0) break;
         const ServerId d = dst->record.id;
         int64_t best_pg = -1;
         uint32_t best_pos = 0;
@@ -343,7 +343,7 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
   }
 }
 
-Status MetadataService::Reconcile(int64_t now, MoveBatch& mb) {
+Status MetadataService::Reconcile(int64_t now, MoveBatch& mb, bool rebalance) {
   waiting_.clear();
   // 1. A task whose destination died, was removed or is draining goes elsewhere (a rebalance
   // task is just dropped: the next rebalance plans again).
@@ -397,8 +397,9 @@ Status MetadataService::Reconcile(int64_t now, MoveBatch& mb) {
     }
   }
 
-  // 3. Rebalance after membership grew or a server came back.
-  if (rebalance_wanted_ && !rebalance_paused_) {
+  // 3. Rebalance after membership grew or a server came back (from Tick only, so servers that
+  // register together are planned together).
+  if (rebalance && rebalance_wanted_ && !rebalance_paused_) {
     rebalance_wanted_ = false;
     for (auto& [width, t] : pg_tables_) PlanRebalance(mb, t, now);
   }
@@ -457,7 +458,7 @@ Result<ServerAdminResult> MetadataService::DrainServer(ServerId id) {
     mb.batch.PutCounter("map_version", map_version_);
     Logger("meta")->info("drain server={}", id.value());
   }
-  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb));
+  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
   ServerAdminResult out;
   out.moves_scheduled = static_cast<uint32_t>(next_move_id_ - before);
   uint32_t held = 0;
@@ -495,7 +496,7 @@ Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force)
   BumpMapVersion();
   mb.batch.PutCounter("map_version", map_version_);
   Logger("meta")->warn("remove server={} positions_held={} force={}", id.value(), held, force);
-  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb));
+  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
   out.moves_scheduled = static_cast<uint32_t>(next_move_id_ - before);
   AQ_RETURN_IF_ERROR(store_->Sync());
   return out;
@@ -509,7 +510,7 @@ Status MetadataService::SetRebalance(const RebalanceKnobs& k) {
   Logger("meta")->info("set rebalance max_concurrent_moves={} move_rate_mib={} paused={}",
                        max_concurrent_moves_, move_rate_mib_, rebalance_paused_);
   MoveBatch mb;
-  return Reconcile(clocks_.mono_ms(), mb);
+  return Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/true);
 }
 
 MovesReport MetadataService::GetMoves() {

@@ -568,7 +568,7 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
                        reg.server_uuid, reg.address, reg.failure_domain, found == nullptr);
   servers_[id.value()] = std::move(next);
   MoveBatch mb;
-  Status planned = Reconcile(clocks_.mono_ms(), mb);
+  Status planned = Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false);
   if (!planned.ok()) Logger("meta")->error("plan moves failed: {}", planned.ToString());
   uint32_t interval = std::max<uint32_t>(10, options_.heartbeat_timeout_ms / 3);
   return std::make_pair(id, interval);
@@ -658,7 +658,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     pg_gc_.erase(g);
     pg_gc_not_before_.erase(id);
   }
-  Status planned = Reconcile(now, mb);
+  Status planned = Reconcile(now, mb, /*rebalance=*/false);
   if (!planned.ok()) return planned;
 
   HeartbeatReply reply;
@@ -814,7 +814,7 @@ void MetadataService::Tick() {
     if (!st.ok()) Logger("meta")->error("persist map version failed: {}", st.ToString());
   }
   MoveBatch mb;
-  Status planned = Reconcile(now, mb);  // logs its own failure
+  Status planned = Reconcile(now, mb, /*rebalance=*/true);  // logs its own failure
   (void)planned;
 }
 

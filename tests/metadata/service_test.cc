@@ -466,7 +466,7 @@ TEST_F(MetadataServiceTest, PgTableUsesDistinctDomainsAndSpreadsLoad) {
   // existing PGs keep their targets, so existing files' layouts stay valid; the table may grow.
   AddServers(1, "late");
   File(kRootInode, "g");
-  const auto& after = svc_->GetClusterMap().pg_tables[0].pgs;
+  const auto after = svc_->GetClusterMap().pg_tables[0].pgs;
   ASSERT_GE(after.size(), t.pgs.size());
   EXPECT_TRUE(std::equal(t.pgs.begin(), t.pgs.end(), after.begin()));
 }
