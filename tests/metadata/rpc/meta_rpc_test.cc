@@ -279,3 +279,74 @@ TEST_F(MetaRpcTest, ManyClientsCreatingInOneDirectoryAllSucceed) {
 
 }  // namespace
 }  // namespace aquifer::meta::testing
+
+namespace aquifer::meta::testing {
+namespace {
+
+// The repair contract over the wire: admin RPCs, move tasks and progress in heartbeats, pending
+// targets and server state in the cluster map.
+TEST_F(MetaRpcTest, ForcedRemoveRepairsThroughHeartbeatsAndTheMapShowsIt) {
+  StartMeta({"--heartbeat-timeout-ms", "60000", "--move-rate-mib", "50",
+             "--max-concurrent-moves", "1", "--pg-gc-delay-ms", "0"});
+  ASSERT_TRUE(RegisterServers(stub(), 7));
+  ASSERT_EQ(Create(1, "f").status().code(), 0);
+  pb::ServerAdminRequest remove;
+  remove.set_server_id(1);
+  pb::ServerAdminResponse refused;
+  ASSERT_TRUE(stub().RemoveServer(Ctx().get(), remove, &refused).ok());
+  EXPECT_EQ(refused.status().code(), static_cast<int>(Code::kNotEmpty));
+  EXPECT_NE(refused.status().message().find("drain it first"), std::string::npos);
+  remove.set_force(true);
+  pb::ServerAdminResponse forced;
+  ASSERT_TRUE(stub().RemoveServer(Ctx().get(), remove, &forced).ok());
+  ASSERT_EQ(forced.status().code(), 0) << forced.status().message();
+  EXPECT_GT(forced.positions_held(), 0u);
+  EXPECT_EQ(forced.moves_scheduled(), forced.positions_held());
+
+  pb::GetMovesResponse moves;
+  ASSERT_TRUE(stub().GetMoves(Ctx().get(), pb::GetMovesRequest(), &moves).ok());
+  ASSERT_EQ(moves.moves_size(), static_cast<int>(forced.moves_scheduled()));
+  EXPECT_EQ(moves.moves(0).task().kind(), "repair");
+  EXPECT_EQ(moves.moves(0).task().from_server(), 1u);
+  EXPECT_EQ(moves.summary().degraded_pgs(), forced.positions_held());
+  EXPECT_NE(moves.summary().message().find("running"), std::string::npos);
+
+  pb::ClusterMapResponse map;
+  ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &map).ok());
+  EXPECT_EQ(map.servers(0).state(), "removed");
+  EXPECT_FALSE(map.servers(0).up());
+  const pb::MoveTask& task = moves.moves(0).task();
+  const pb::PlacementGroup& pg = map.pg_tables(0).pgs(task.pg_index());
+  ASSERT_EQ(pg.pending_size(), pg.targets_size());
+  EXPECT_EQ(pg.pending(task.position()), task.to_server());
+
+  // The destination gets at most one task (--max-concurrent-moves 1) at 50 MiB/s and finishes it.
+  pb::HeartbeatRequest hb;
+  hb.set_server_id(task.to_server());
+  pb::HeartbeatResponse hr;
+  ASSERT_TRUE(stub().Heartbeat(Ctx().get(), hb, &hr).ok());
+  ASSERT_EQ(hr.moves_size(), 1);
+  EXPECT_EQ(hr.state(), "in");
+  EXPECT_EQ(hr.moves(0).rate_limit_bytes_per_s(), 50ull << 20);
+  const pb::MoveTask given = hr.moves(0);
+  pb::MoveProgress* p = hb.add_moves();
+  p->set_task_id(given.id());
+  p->set_done(true);
+  ASSERT_TRUE(stub().Heartbeat(Ctx().get(), hb, &hr).ok());
+  pb::ClusterMapResponse after;
+  ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &after).ok());
+  EXPECT_GT(after.version(), map.version());
+  EXPECT_EQ(after.pg_tables(0).pgs(given.pg_index()).targets(given.position()),
+            given.to_server());
+  // The removed server, heartbeating, is told to drop that position and stays removed.
+  pb::HeartbeatRequest old;
+  old.set_server_id(1);
+  ASSERT_TRUE(stub().Heartbeat(Ctx().get(), old, &hr).ok());
+  EXPECT_EQ(hr.state(), "removed");
+  ASSERT_EQ(hr.pg_gc_size(), 1);
+  EXPECT_EQ(hr.pg_gc(0).pg_index(), given.pg_index());
+  EXPECT_EQ(hr.pg_gc(0).position(), given.position());
+}
+
+}  // namespace
+}  // namespace aquifer::meta::testing
