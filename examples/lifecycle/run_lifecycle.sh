@@ -115,7 +115,8 @@ fi
 begin "ingest: cp the raw data set into $DIR/raw"
 mkdir -p "$DIR/raw"
 cp -r "$FMNIST_DIR" "$DIR/raw/"
-record ingest_raw "$(tree_files "$DIR/raw")" "$(tree_bytes "$DIR/raw")" "cp -r"
+n=$(tree_files "$DIR/raw"); b=$(tree_bytes "$DIR/raw")
+record ingest_raw "$n" "$b" "cp -r"
 if [ "$KERNEL" != none ]; then
   begin "ingest: tar the Linux source tree ($KPREFIX) into $DIR/kernel"
   mkdir -p "$DIR/kernel"
@@ -124,7 +125,8 @@ if [ "$KERNEL" != none ]; then
   else
     tar -xJf "$KERNEL_TAR" -C "$DIR/kernel"
   fi
-  record ingest_kernel "$(tree_files "$DIR/kernel")" "$(tree_bytes "$DIR/kernel")" "tar -xJf, includes xz decompression"
+  n=$(tree_files "$DIR/kernel"); b=$(tree_bytes "$DIR/kernel")
+  record ingest_kernel "$n" "$b" "tar -xJf, includes xz decompression"
 fi
 
 # --- transform
@@ -135,6 +137,7 @@ begin "transform: IDX -> one PNG per sample + labels.csv, 2 processes"
 # --- explore
 begin "explore: ls, find, du"
 (
+  set +e +o pipefail   # `ls | head` may end ls with SIGPIPE; that is not a failure here
   set -x
   ls "$DIR"
   ls "$DIR/images/train"
@@ -151,8 +154,9 @@ begin "explore: ls, find, du"
     ls "$DIR/kernel/linux-source-6.1" | head -20
     grep -rl "MODULE_LICENSE" "$DIR/kernel" 2>/dev/null | head -3
   fi
-) 2>&1 | sed 's/^/  /'
-record explore "$(find "$DIR" -type f | wc -l)" 0 "ls, find, du, grep over the tree"
+) 2>&1 | sed 's/^/  /' || true
+n=$(find "$DIR" -type f | wc -l)
+record explore "$n" 0 "ls, find, du, grep over the tree"
 
 # --- train
 begin "train: small CNN, $EPOCHS epochs, DataLoader with $WORKERS workers reading PNGs"

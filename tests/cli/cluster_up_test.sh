@@ -3,9 +3,11 @@
 # root with the real daemons and a FUSE mount.
 #   basic:        up, status, a second up changes nothing, a crashed data server comes back on its
 #                 port, stop-server/start-server, down stops everything, up after down keeps data
+#   layout:       `aquifer layout get/set` on the mount (directory default, partial set, a new
+#                 file takes its directory's layout, set on a non-empty file refused)
 #   meta-restart: a crashed metadata server comes back on the same port, and the running mount
 #                 (same aquifer-mount process) still reads the old data and writes new files
-# usage: cluster_up_test.sh BUILD_DIR basic|meta-restart
+# usage: cluster_up_test.sh BUILD_DIR basic|layout|meta-restart
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 MODE=${2:-basic}
@@ -66,6 +68,25 @@ if [ "$MODE" = meta-restart ]; then
   "$AQ" cluster down --root "$ROOT" >/dev/null
   echo "PASS"
   exit 0
+fi
+
+if [ "$MODE" = layout ]; then
+echo "== layout get / set through the aquifer.layout xattr"
+"$AQ" layout get "$MNT" | grep -q "k=4 m=2 unit=1048576" || fail "root layout is not the default RS 4+2"
+mkdir "$MNT/narrow"
+"$AQ" layout set "$MNT/narrow" k=3 m=2 unit=64K
+"$AQ" layout get "$MNT/narrow" | grep -q "k=3 m=2 unit=65536" || fail "layout set on a directory did not stick"
+"$AQ" layout set "$MNT/narrow" m=1 >/dev/null
+"$AQ" layout get "$MNT/narrow" | grep -q "k=3 m=1 unit=65536" || fail "partial layout set lost k or unit"
+cp "$ROOT/blob" "$MNT/narrow/blob"
+"$AQ" layout get "$MNT/narrow/blob" | grep -q "k=3 m=1 unit=65536" || fail "a new file did not take its directory's layout"
+cmp "$ROOT/blob" "$MNT/narrow/blob" || fail "read back of a k=3 m=1 file differs"
+if "$AQ" layout set "$MNT/narrow/blob" k=4 m=2 unit=1M 2>/dev/null; then fail "layout set on a non-empty file succeeded"; fi
+if "$AQ" layout set "$MNT/narrow" k=0 2>/dev/null; then fail "layout set k=0 succeeded"; fi
+if "$AQ" layout get "$ROOT/blob" 2>/dev/null; then fail "layout get off the mount succeeded"; fi
+"$AQ" cluster down --root "$ROOT" >/dev/null
+echo "PASS"
+exit 0
 fi
 
 echo "== a second cluster up on a running cluster changes nothing"
