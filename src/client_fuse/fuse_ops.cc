@@ -357,12 +357,11 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  thread_local std::vector<std::byte> buf;
-  if (buf.size() < size) buf.resize(std::max<size_t>(size, kMaxIoBytes));
+  std::unique_ptr<std::byte[]> buf(new std::byte[size]);  // uninitialized; Read fills it
   Result<size_t> n = ClientOf(req).Read(*HandleOf(fi).file, static_cast<uint64_t>(off),
-                                        std::span<std::byte>(buf.data(), size));
+                                        std::span<std::byte>(buf.get(), size));
   if (!n.ok()) return ReplyError(req, n.status(), "read");
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
 }
 
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
@@ -536,9 +535,13 @@ Result<size_t> FillDirBuffer(fuse_req_t req, fuse_ino_t ino, off_t off, bool plu
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   auto& dh = *reinterpret_cast<DirHandle*>(fi->fh);
-  std::lock_guard lock(dh.mu);
   std::vector<char> buf(size);
-  Result<size_t> used = FillDirBuffer(req, ino, off, plus, dh, buf);
+  Result<size_t> used = InvalidArgument("unset");
+  {
+    // Unlocked before the reply: once the kernel has the reply, RELEASEDIR may free `dh`.
+    std::lock_guard lock(dh.mu);
+    used = FillDirBuffer(req, ino, off, plus, dh, buf);
+  }
   if (!used.ok()) return ReplyError(req, used.status(), plus ? "readdirplus" : "readdir");
   fuse_reply_buf(req, buf.data(), *used);
 }

@@ -167,7 +167,7 @@ int Run(int argc, char** argv) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
   fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
-  fuse_loop_cfg_set_idle_threads(cfg, std::min(opts.max_threads, 16u));
+  // Idle threads are kept (libfuse's default, -1): destroying workers is discouraged by libfuse.
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
 
