@@ -271,7 +271,12 @@ TEST_F(ClusterTest, SecondWriterWaitsForTheLease) {
   ASSERT_TRUE(attr.ok());
   Result<Client::Opened> held = a->Open(attr->inode, O_WRONLY, kRoot);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
-  EXPECT_EQ(b_impatient->Open(attr->inode, O_WRONLY, kRoot).status().code(), Code::kWouldBlock);
+  {
+    Result<Client::Opened> denied = b_impatient->Open(attr->inode, O_WRONLY, kRoot);
+    EXPECT_EQ(denied.status().code(), Code::kWouldBlock)
+        << (denied.ok() ? "opened, mode=" + std::to_string(denied->attr.mode)
+                        : denied.status().ToString());
+  }
 
   std::atomic<bool> released{false};
   std::atomic<bool> opened_before_release{false};

@@ -30,9 +30,11 @@ constexpr std::chrono::milliseconds kPollInterval{10};
 }  // namespace
 
 ProcessCluster::ProcessCluster(ProcessClusterOptions options) : options_(std::move(options)) {
-  char tmpl[] = "/tmp/aquifer-cluster-XXXXXX";
+  // AQUIFER_TEST_LOG_LEVEL=debug makes the daemons' logs verbose when a test needs a look.
+  if (const char* level = std::getenv("AQUIFER_TEST_LOG_LEVEL")) options_.log_level = level;
+  char tmpl[] = "/tmp/pcluster-XXXXXX";
   const char* dir = mkdtemp(tmpl);
-  root_ = dir ? dir : "/tmp/aquifer-cluster-failed";
+  root_ = dir ? dir : "/tmp/pcluster-failed";
 }
 
 ProcessCluster::~ProcessCluster() {
@@ -148,13 +150,9 @@ Status ProcessCluster::WaitForUpDataServers(int up) {
     if (map.ok()) {
       int count = 0;
       for (const auto& [id, s] : map->servers) count += s.up ? 1 : 0;
-      auto table = map->pg_tables.find(options_.k + options_.m);
-      const bool pgs = table != map->pg_tables.end() && !table->second.empty();
-      if (count == up && (pgs || up < static_cast<int>(options_.k + options_.m))) {
-        return OkStatus();
-      }
-      last = Unavailable(std::to_string(count) + " data servers up, want " + std::to_string(up) +
-                         (pgs ? "" : " (no placement groups yet)"));
+      // Placement-group tables are built by the metadata server at the first file create.
+      if (count == up) return OkStatus();
+      last = Unavailable(std::to_string(count) + " data servers up, want " + std::to_string(up));
     } else {
       last = map.status();
     }

@@ -11,8 +11,10 @@ namespace {
 
 namespace pb = ::aquifer::rpc;
 
-Status FromRpc(const grpc::Status& transport, const pb::RpcStatus& status,
-               const std::string& address) {
+// `resp` is read only after the call returned (argument order is unspecified in C++).
+template <class Resp>
+Status FromRpc(const grpc::Status& transport, const Resp* resp, const std::string& address) {
+  const pb::RpcStatus& status = resp->status();
   if (!transport.ok()) {
     return Unavailable("data server " + address + ": " + transport.error_message());
   }
@@ -58,7 +60,7 @@ class GrpcDataClient final : public DataClient {
     pb::WriteChunkResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(ToSystem(deadline));
-    return FromRpc(stub_->WriteChunk(&ctx, req, &resp), resp.status(), address_);
+    return FromRpc(stub_->WriteChunk(&ctx, req, &resp), &resp, address_);
   }
 
   Result<ChunkData> ReadChunk(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
@@ -72,7 +74,7 @@ class GrpcDataClient final : public DataClient {
     pb::ReadChunkResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(ToSystem(deadline));
-    Status s = FromRpc(stub_->ReadChunk(&ctx, req, &resp), resp.status(), address_);
+    Status s = FromRpc(stub_->ReadChunk(&ctx, req, &resp), &resp, address_);
     if (!s.ok()) return s;
     return ChunkData{resp.version(), resp.chunk_length(), std::move(*resp.mutable_data())};
   }
@@ -87,7 +89,7 @@ class GrpcDataClient final : public DataClient {
     pb::DeleteChunksResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(ToSystem(deadline));
-    return FromRpc(stub_->DeleteChunks(&ctx, req, &resp), resp.status(), address_);
+    return FromRpc(stub_->DeleteChunks(&ctx, req, &resp), &resp, address_);
   }
 
  private:

@@ -11,7 +11,10 @@ namespace {
 
 namespace pb = ::aquifer::rpc;
 
-Status FromRpc(const grpc::Status& transport, const pb::RpcStatus& status) {
+// `resp` is read only after the call returned (argument order is unspecified in C++).
+template <class Resp>
+Status FromRpc(const grpc::Status& transport, const Resp* resp) {
+  const pb::RpcStatus& status = resp->status();
   if (!transport.ok()) {
     return Unavailable("metadata server: " + transport.error_message());
   }
@@ -118,7 +121,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::CreateResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Create(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->Create(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
@@ -172,7 +175,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc(stub_->Rename(&ctx, req, &resp), resp.status());
+    return FromRpc(stub_->Rename(&ctx, req, &resp), &resp);
   }
 
   Result<std::string> Readlink(InodeId inode) override {
@@ -181,7 +184,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::ReadlinkResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Readlink(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->Readlink(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return std::move(*resp.mutable_target());
   }
@@ -197,7 +200,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::ReadDirResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->ReadDir(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->ReadDir(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     DirPage page;
     page.eof = resp.eof();
@@ -241,7 +244,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::StatFsResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->StatFs(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->StatFs(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     FsStats out;
     out.total_bytes = resp.usable_total_bytes() ? resp.usable_total_bytes() : resp.total_bytes();
@@ -259,7 +262,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::OpenResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Open(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->Open(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
@@ -272,7 +275,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc(stub_->Release(&ctx, req, &resp), resp.status());
+    return FromRpc(stub_->Release(&ctx, req, &resp), &resp);
   }
 
   Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
@@ -287,7 +290,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::CommitResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Commit(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->Commit(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
   }
@@ -299,7 +302,7 @@ class GrpcMetaClient final : public MetaClient {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     ctx.set_wait_for_ready(true);  // the server may still be starting
-    Status s = FromRpc(stub_->OpenSession(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->OpenSession(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
   }
@@ -332,7 +335,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::ClusterMapResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc(stub_->GetClusterMap(&ctx, req, &resp), resp.status());
+    Status s = FromRpc(stub_->GetClusterMap(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     ClusterMap map;
     map.version = resp.version();
@@ -372,7 +375,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::AttrResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
     return FromPb(resp.attr());
   }
@@ -387,7 +390,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::RemoveResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
   }
 
   Status XattrCall(grpc::Status (pb::MetaService::Stub::*method)(
@@ -402,7 +405,7 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp->status());
+    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp);
   }
 
   Status SessionCall(grpc::Status (pb::MetaService::Stub::*method)(
@@ -413,7 +416,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), resp.status());
+    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
   }
 
   Status LockCall(grpc::Status (pb::MetaService::Stub::*method)(
@@ -431,7 +434,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_flock(flock);
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp->status());
+    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp);
   }
 
   std::chrono::milliseconds timeout_;
