@@ -54,6 +54,50 @@ Caller CallerOf(fuse_req_t req, bool with_groups = false) {
 
 mode_t UmaskOf(fuse_req_t req) { return fuse_req_ctx(req)->umask; }
 
+void RegisterOpenFile(Daemon& d, FileHandle* h) {
+  std::lock_guard lock(d.open_mu);
+  d.open_files.emplace(h->inode, h);
+}
+
+// Removes `h` from the registry and waits until no handler holds a pin on it.
+void UnregisterOpenFile(Daemon& d, FileHandle* h) {
+  {
+    std::lock_guard lock(d.open_mu);
+    auto [begin, end] = d.open_files.equal_range(h->inode);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second == h) {
+        d.open_files.erase(it);
+        break;
+      }
+    }
+  }
+  std::unique_lock lock(h->pin_mu);
+  h->pin_cv.wait(lock, [h] { return h->pins == 0; });
+}
+
+// Writes and commits the buffered data of every open file of `inode` on this mount. Called before
+// an explicit time change (utimensat/futimens, as cp -a and tar do right before close), because
+// the commit at close records the time of the last write and would override the new times.
+void FlushOpenFilesOf(Daemon& d, InodeId inode) {
+  std::vector<FileHandle*> pinned;
+  {
+    std::lock_guard lock(d.open_mu);
+    auto [begin, end] = d.open_files.equal_range(inode);
+    for (auto it = begin; it != end; ++it) {
+      std::lock_guard pin(it->second->pin_mu);
+      ++it->second->pins;
+      pinned.push_back(it->second);
+    }
+  }
+  for (FileHandle* h : pinned) {
+    Status s = d.client->Flush(*h->file);
+    if (!s.ok()) Log().warn("flush before time change inode={} status={}", inode.value(), s.ToString());
+    std::lock_guard pin(h->pin_mu);
+    --h->pins;
+    h->pin_cv.notify_all();
+  }
+}
+
 // Replies with the errno of `status`; one debug line per failure (the caller sees the errno).
 void ReplyError(fuse_req_t req, const Status& status, const char* op) {
   int err = ToErrno(status);
@@ -184,6 +228,7 @@ void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     ch.mtime = Timestamp{attr->st_mtim.tv_sec, static_cast<uint32_t>(attr->st_mtim.tv_nsec)};
   }
   // FUSE_SET_ATTR_CTIME alone: the metadata server sets ctime on every change it applies.
+  if (ch.atime || ch.mtime || ch.atime_now || ch.mtime_now) FlushOpenFilesOf(DaemonOf(req), InodeId(ino));
   Result<Attributes> a = ClientOf(req).SetAttr(InodeId(ino), ch, CallerOf(req, true));
   if (!a.ok()) return ReplyError(req, a.status(), "setattr");
   ReplyAttr(req, *a);
@@ -267,8 +312,17 @@ void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
   }
 }
 
+// POSIX ACLs are not supported (mode bits only). Without FUSE_CAP_POSIX_ACL the kernel passes
+// system.posix_acl_* through as plain xattrs; storing them would let `cp -a` "set" a mode through
+// an ACL that nothing applies, so they fail with EOPNOTSUPP and tools fall back to chmod.
+bool IsPosixAcl(const char* name) { return std::strncmp(name, "system.posix_acl_", 17) == 0; }
+
 void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int flags) {
+  if (IsPosixAcl(name)) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
   ReplyStatus(req,
               ClientOf(req).SetXattr(InodeId(ino), name, std::string_view(value, size), flags,
                                      CallerOf(req, true)),
@@ -276,6 +330,10 @@ void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 }
 
 void OnGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (IsPosixAcl(name)) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
   Result<std::string> v = ClientOf(req).GetXattr(InodeId(ino), name, CallerOf(req));
   if (!v.ok()) return ReplyError(req, v.status(), "getxattr");
   ReplyXattrValue(req, *v, size);
@@ -316,10 +374,7 @@ void ReplyOpened(fuse_req_t req, Client::Opened opened, fuse_file_info* fi, bool
   fi->fh = reinterpret_cast<uint64_t>(h);
   fi->keep_cache = dec.keep_cache ? 1 : 0;
   fi->direct_io = 0;  // page cache on: needed for shared writable mmap
-  {
-    std::lock_guard lock(d.open_mu);
-    d.open_files.insert(h);
-  }
+  RegisterOpenFile(d, h);
   int rc;
   if (create) {
     fuse_entry_param e = ToEntry(d, opened.attr);
@@ -330,10 +385,7 @@ void ReplyOpened(fuse_req_t req, Client::Opened opened, fuse_file_info* fi, bool
     rc = fuse_reply_open(req, fi);
   }
   if (rc != 0) {
-    {
-      std::lock_guard lock(d.open_mu);
-      d.open_files.erase(h);
-    }
+    UnregisterOpenFile(d, h);
     Status s = d.client->Release(std::move(h->file));
     if (!s.ok()) Log().warn("release file after failed open reply inode={} status={}",
                             inode.value(), s.ToString());
@@ -400,10 +452,7 @@ void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", h->inode.value(),
                             u.ToString());
   }
-  {
-    std::lock_guard lock(d.open_mu);
-    d.open_files.erase(h);
-  }
+  UnregisterOpenFile(d, h);
   Status s = d.client->Release(std::move(h->file));
   delete h;
   ReplyStatus(req, s, "release");
@@ -672,13 +721,13 @@ const fuse_lowlevel_ops& Operations() {
 }
 
 int ReleaseAllOpenFiles(Daemon& d) {
-  std::unordered_set<FileHandle*> left;
+  std::unordered_multimap<InodeId, FileHandle*> left;
   {
     std::lock_guard lock(d.open_mu);
     left.swap(d.open_files);
   }
   int failed = 0;
-  for (FileHandle* h : left) {
+  for (auto& [inode, h] : left) {
     Status s = d.client->Release(std::move(h->file));
     if (!s.ok()) {
       ++failed;

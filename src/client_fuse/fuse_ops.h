@@ -13,7 +13,8 @@
 
 #include <memory>
 #include <mutex>
-#include <unordered_set>
+#include <condition_variable>
+#include <unordered_map>
 
 #include "aquifer/client.h"
 #include "client_fuse/inode_table.h"
@@ -25,6 +26,11 @@ namespace aquifer::fuse {
 struct FileHandle {
   InodeId inode;
   std::unique_ptr<OpenFile> file;
+  // Pins held by a handler that reached this handle through Daemon::open_files rather than the
+  // kernel's fi (see FlushOpenFilesOf); RELEASE waits until they are dropped.
+  std::mutex pin_mu;  // guards pins
+  std::condition_variable pin_cv;
+  int pins = 0;
 };
 
 // State shared by all handlers of one mount; fuse_req_userdata() points to it.
@@ -34,8 +40,10 @@ struct Daemon {
   InodeTable inodes;
   fuse_session* session = nullptr;
 
-  std::mutex open_mu;                          // guards open_files
-  std::unordered_set<FileHandle*> open_files;  // for the release of everything at exit
+  // Open files by inode: to flush them before a time change, and to release them all at exit.
+  // Lock order: open_mu before FileHandle::pin_mu; neither is held across an RPC.
+  std::mutex open_mu;  // guards open_files
+  std::unordered_multimap<InodeId, FileHandle*> open_files;
 };
 
 // The operation table to pass to fuse_session_new, with a Daemon* as userdata.
