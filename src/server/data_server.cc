@@ -55,6 +55,18 @@ Status LoadOrCreateUuid(const std::string& dir, std::string* uuid) {
   return OkStatus();
 }
 
+// Used when no PeerLink is given: every peer is unreachable.
+class NoPeers final : public PeerLink {
+ public:
+  Result<std::vector<ChunkListEntry>> ListPg(const std::string& address, uint32_t, uint32_t,
+                                             const ChunkId&, uint32_t, bool*) override {
+    return Unavailable("no peer link to " + address);
+  }
+  Result<PeerChunk> Read(const std::string& address, const ChunkId&, uint64_t) override {
+    return Unavailable("no peer link to " + address);
+  }
+};
+
 }  // namespace
 
 Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& options) {
@@ -66,14 +78,29 @@ Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& op
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
   AQ_RETURN_IF_ERROR(LoadOrCreateUuid(options.dir, &s->uuid_));
+  // A read that finds corruption queues the chunk for the scrubber's repair.
+  DataServer* raw = s.get();
+  s->store_->SetCorruptionListener([raw](const ChunkId& id, uint64_t version) {
+    if (Scrubber* scrubber = raw->scrubber_for_reads_.load()) scrubber->QueueRepair(id, version);
+  });
   return s;
 }
 
 DataServer::~DataServer() { StopMembership(); }
 
-void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> link) {
+void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> link,
+                                 std::unique_ptr<PeerLink> peers) {
   address_ = std::move(address);
   link_ = std::move(link);
+  peers_ = peers ? std::move(peers) : std::make_unique<NoPeers>();
+  auto get_map = [this] { return link_->GetClusterMap(); };
+  moves_ = std::make_unique<MoveWorker>(store_.get(), peers_.get(), get_map);
+  scrubber_ = std::make_unique<Scrubber>(
+      store_.get(), peers_.get(), get_map, [this] { return server_id(); },
+      ScrubOptions{uint64_t{options_.scrub_rate_mib} * kMiB,
+                   std::chrono::seconds(options_.scrub_interval_s)});
+  scrubber_->Start();
+  scrubber_for_reads_ = scrubber_.get();
   thread_ = std::thread([this] { MembershipLoop(); });
 }
 
@@ -84,6 +111,23 @@ void DataServer::StopMembership() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (moves_) moves_->Stop();
+  scrubber_for_reads_ = nullptr;
+  if (scrubber_) scrubber_->Stop();
+}
+
+uint64_t DataServer::pg_gc_tasks_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pg_gc_applied_;
+}
+std::vector<MoveProgress> DataServer::move_progress() const {
+  return moves_ ? moves_->Progress() : std::vector<MoveProgress>{};
+}
+ScrubCounters DataServer::scrub_counters() const {
+  return scrubber_ ? scrubber_->counters() : ScrubCounters{};
+}
+void DataServer::RequestScrub() {
+  if (scrubber_) scrubber_->RequestPass();
 }
 
 ServerId DataServer::server_id() const {
@@ -116,6 +160,7 @@ void DataServer::MembershipLoop() {
   bool registered = false;
   ServerId id;
   std::vector<uint64_t> gc_done;  // applied, not yet acknowledged by a successful heartbeat
+  std::vector<uint64_t> pg_gc_done;
   uint64_t failures_logged = 0;
   while (true) {
     {
@@ -153,8 +198,9 @@ void DataServer::MembershipLoop() {
     }
     if (!WaitFor(interval)) return;
     const ChunkStoreStats now = store_->Stats();
-    Result<std::vector<GcTask>> hb =
-        link_->Heartbeat({id, now.capacity_bytes, now.used_bytes, now.chunk_count, gc_done});
+    Result<HeartbeatReply> hb =
+        link_->Heartbeat({id, now.capacity_bytes, now.used_bytes, now.chunk_count, gc_done,
+                          moves_->Progress(), pg_gc_done, scrubber_->counters()});
     if (!hb.ok()) {
       if (hb.status().code() != Code::kUnavailable) {
         log->warn("heartbeat refused by meta, registering again: {}", hb.status().ToString());
@@ -166,11 +212,30 @@ void DataServer::MembershipLoop() {
     }
     failures_logged = 0;
     gc_done.clear();
+    pg_gc_done.clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++heartbeats_;
     }
-    for (const GcTask& task : *hb) {
+    moves_->SetTasks(hb->moves);
+    for (const PgGcTask& task : hb->pg_gc) {
+      Result<uint64_t> deleted =
+          store_->DeletePgPosition(task.pg_width, task.pg_index, task.position, /*sync=*/true);
+      if (!deleted.ok()) {
+        log->error("apply pg gc task={} pg={}/{} position={} failed, will retry when resent: {}",
+                   task.id, task.pg_width, task.pg_index, task.position,
+                   deleted.status().ToString());
+        continue;
+      }
+      log->info("applied pg gc task={} pg={}/{} position={} deleted={}", task.id, task.pg_width,
+                task.pg_index, task.position, *deleted);
+      if (std::find(pg_gc_done.begin(), pg_gc_done.end(), task.id) == pg_gc_done.end()) {
+        pg_gc_done.push_back(task.id);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++pg_gc_applied_;
+    }
+    for (const GcTask& task : hb->gc) {
       Result<uint64_t> deleted =
           store_->DeleteRange(task.inode, task.from_stripe, task.max_version, /*sync=*/true);
       if (!deleted.ok()) {

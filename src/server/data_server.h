@@ -1,9 +1,11 @@
-// aquifer-data's core: the chunk store plus membership (registration, heartbeats, GC tasks).
-// Knows no protobuf or gRPC: the adapter in rpc/ serves the DataService over this, and talks to
-// aquifer-meta through the MetaLink interface below.
+// aquifer-data's core: the chunk store plus membership (registration, heartbeats, GC tasks),
+// the move worker (repair, rebalance, drain: docs/repair.md) and the scrubber. Knows no protobuf
+// or gRPC: the adapter in rpc/ serves the DataService over this, and talks to aquifer-meta and
+// other data servers through the MetaLink and PeerLink interfaces.
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -16,6 +18,9 @@
 #include "aquifer/status.h"
 #include "server/chunk_store/chunk_store.h"
 #include "server/options.h"
+#include "server/repair/cluster.h"
+#include "server/repair/move_worker.h"
+#include "server/repair/scrubber.h"
 
 namespace aquifer::server {
 
@@ -37,6 +42,9 @@ struct HeartbeatInfo {
   uint64_t used_bytes = 0;
   uint64_t chunk_count = 0;
   std::vector<uint64_t> gc_done;  // ids of GC tasks applied since the last acknowledged heartbeat
+  std::vector<MoveProgress> moves;   // every move task of the last reply
+  std::vector<uint64_t> pg_gc_done;  // ids of PG GC tasks applied, not yet acknowledged
+  ScrubCounters scrub;
 };
 // Delete every chunk of `inode` with stripe >= from_stripe and version <= max_version.
 struct GcTask {
@@ -46,16 +54,28 @@ struct GcTask {
   uint64_t max_version = 0;
 };
 
-// aquifer-meta as seen by a data server. Implementations: gRPC (rpc/meta_link.h), fakes in tests.
-// Called from the membership thread only.
+// What a heartbeat reply asks of this server.
+struct HeartbeatReply {
+  std::vector<GcTask> gc;        // apply, then ack in gc_done
+  std::vector<MoveTask> moves;   // the complete set of move tasks to run (level-triggered)
+  std::vector<PgGcTask> pg_gc;   // PG positions to delete, then ack in pg_gc_done
+  std::string state;             // "in", "draining", "removed" ("" from an older meta)
+  uint64_t map_version = 0;
+};
+
+// aquifer-meta as seen by a data server. Implementations: gRPC (rpc/), fakes in tests.
+// Register and Heartbeat are called from the membership thread only; GetClusterMap from the
+// move and scrub threads too (implementations must make it thread-safe).
 class MetaLink {
  public:
   virtual ~MetaLink() = default;
   // Errors: kUnavailable when meta cannot be reached; meta's own codes otherwise.
   virtual Result<Registration> Register(const RegisterInfo& info) = 0;
-  // Returns the GC tasks meta wants applied. Errors: kUnavailable when meta cannot be reached;
-  // any other code (e.g. kNotFound for a server id meta forgot) makes the server register again.
-  virtual Result<std::vector<GcTask>> Heartbeat(const HeartbeatInfo& info) = 0;
+  // Returns what meta wants done. Errors: kUnavailable when meta cannot be reached; any other
+  // code (e.g. kNotFound for a server id meta forgot) makes the server register again.
+  virtual Result<HeartbeatReply> Heartbeat(const HeartbeatInfo& info) = 0;
+  // The current cluster map. Errors: kUnavailable when meta cannot be reached.
+  virtual Result<ClusterView> GetClusterMap() = 0;
 };
 
 class DataServer {
@@ -67,12 +87,15 @@ class DataServer {
 
   // Starts the membership thread: registers `address` with meta through `link` (retrying with
   // backoff while meta is unreachable or refuses), then heartbeats every interval with usage,
-  // applies the GC tasks in each reply (durably) and acks them in the next heartbeat. If a
-  // heartbeat is refused (not merely unreachable) it registers again. Chunks are served
-  // throughout. Call at most once.
-  void StartMembership(std::string address, std::unique_ptr<MetaLink> link);
-  // Stops the membership thread (waits for an in-flight meta call, bounded by its deadline).
-  // Idempotent.
+  // move progress and scrub counters; applies the GC and PG GC tasks in each reply (durably) and
+  // acks them in the next heartbeat; hands the reply's move tasks to the move worker. If a
+  // heartbeat is refused (not merely unreachable) it registers again. Also starts the scrubber.
+  // `peers` reaches other data servers (moves and repairs; null: none can be reached). Chunks
+  // are served throughout. Call at most once.
+  void StartMembership(std::string address, std::unique_ptr<MetaLink> link,
+                       std::unique_ptr<PeerLink> peers = nullptr);
+  // Stops the membership thread, the move worker and the scrubber (waits for in-flight calls,
+  // bounded by their deadlines). Idempotent.
   void StopMembership();
 
   ChunkStore& store() { return *store_; }
@@ -84,6 +107,12 @@ class DataServer {
   uint64_t registrations() const;
   uint64_t heartbeats() const;
   uint64_t gc_tasks_applied() const;
+  uint64_t pg_gc_tasks_applied() const;
+  // Move tasks of the last heartbeat reply, with progress.
+  std::vector<MoveProgress> move_progress() const;
+  ScrubCounters scrub_counters() const;
+  // Starts a scrub pass now (tests, operators); no-op before StartMembership.
+  void RequestScrub();
 
  private:
   explicit DataServer(DataServerOptions options) : options_(std::move(options)) {}
@@ -95,7 +124,11 @@ class DataServer {
   std::unique_ptr<ChunkStore> store_;
   std::string uuid_;
 
-  std::unique_ptr<MetaLink> link_;  // used by the membership thread only
+  std::unique_ptr<MetaLink> link_;  // Register/Heartbeat from the membership thread only
+  std::unique_ptr<PeerLink> peers_;
+  std::unique_ptr<MoveWorker> moves_;
+  std::unique_ptr<Scrubber> scrubber_;
+  std::atomic<Scrubber*> scrubber_for_reads_{nullptr};  // set once the scrubber exists
   std::string address_;
   std::thread thread_;
 
@@ -106,6 +139,7 @@ class DataServer {
   uint64_t registrations_ = 0;
   uint64_t heartbeats_ = 0;
   uint64_t gc_applied_ = 0;
+  uint64_t pg_gc_applied_ = 0;
 };
 
 }  // namespace aquifer::server

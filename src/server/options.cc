@@ -29,6 +29,9 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
                  "first wait before retrying registration, ms");
   app.add_option("--meta-rpc-timeout-ms", o.meta_rpc_timeout_ms, "deadline of one meta call, ms");
   app.add_option("--block-bytes", o.block_bytes, "CRC32C block of a new store, bytes");
+  app.add_option("--scrub-rate-mib", o.scrub_rate_mib, "scrub read rate, MiB/s (0: unlimited)");
+  app.add_option("--scrub-interval-s", o.scrub_interval_s,
+                 "seconds between scrub passes (0: off)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -81,6 +84,8 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
         {"register-retry-ms", u32(&o.register_retry_ms)},
         {"meta-rpc-timeout-ms", u32(&o.meta_rpc_timeout_ms)},
         {"block-bytes", u32(&o.block_bytes)},
+        {"scrub-rate-mib", u32(&o.scrub_rate_mib)},
+        {"scrub-interval-s", u32(&o.scrub_interval_s)},
     };
     for (auto&& [key, node] : tbl) {
       std::string name(key.str());

@@ -23,6 +23,8 @@ struct DataServerOptions {
                                        // up to 10x this while aquifer-meta is unreachable)
   uint32_t meta_rpc_timeout_ms = 5000; // deadline of one RegisterServer/Heartbeat call, ms
   uint32_t block_bytes = 65536;        // CRC32C block of new stores, bytes (power of 2)
+  uint32_t scrub_rate_mib = 20;        // scrub read rate, MiB/s (0 = unlimited)
+  uint32_t scrub_interval_s = 3600;    // s from one scrub pass's start to the next; 0 = off
 };
 
 // Parses argv into options: flags (--listen, --dir, --meta, ...) as documented in

@@ -87,9 +87,10 @@ void DropCache(const std::vector<std::string>& paths) {
 class NoMeta final : public MetaLink {
  public:
   Result<Registration> Register(const RegisterInfo&) override { return Unavailable("no meta"); }
-  Result<std::vector<GcTask>> Heartbeat(const HeartbeatInfo&) override {
+  Result<HeartbeatReply> Heartbeat(const HeartbeatInfo&) override {
     return Unavailable("no meta");
   }
+  Result<ClusterView> GetClusterMap() override { return Unavailable("no meta"); }
 };
 
 struct Row {

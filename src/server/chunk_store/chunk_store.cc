@@ -21,19 +21,31 @@ namespace aquifer::server {
 namespace {
 
 // --- on-disk header -------------------------------------------------------------------------
-// Little-endian, 64 bytes, then nblocks CRC32C values (uint32 each), then the data.
-//   0 magic "AQCHUNK1"   8 format u32 (1)   12 block_bytes u32   16 ino u64   24 stripe u64
+// Little-endian, 64 bytes, then (format 2 only) a 32-byte placement record, then nblocks CRC32C
+// values (uint32 each), then the data.
+//   0 magic "AQCHUNK1"   8 format u32 (1|2) 12 block_bytes u32   16 ino u64   24 stripe u64
 //  32 position u32      36 reserved u32     40 version u64       48 length u64
-//  56 nblocks u32       60 header_crc u32 = CRC32C of bytes [0, 60) and the CRC array.
+//  56 nblocks u32       60 header_crc u32 = CRC32C of bytes [0, 60) and everything after 64.
+// Placement record (format 2), at 64: pg_width u32, pg_index u32, k u32, m u32, unit_bytes u32,
+//  flags u32 (bit 0: replicated), stripe_bytes u64.
+// A chunk written without placement keeps format 1, so format 1 files read as before.
 constexpr char kMagic[8] = {'A', 'Q', 'C', 'H', 'U', 'N', 'K', '1'};
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat1 = 1;
+constexpr uint32_t kFormat2 = 2;
 constexpr size_t kFixedHeaderBytes = 64;
+constexpr size_t kPlacementBytes = 32;
 
 uint64_t BlockCount(uint64_t length, uint32_t block_bytes) {
   return (length + block_bytes - 1) / block_bytes;
 }
-uint64_t HeaderBytes(uint64_t length, uint32_t block_bytes) {
-  return kFixedHeaderBytes + 4 * BlockCount(length, block_bytes);
+size_t PreambleBytes(bool has_placement) {
+  return kFixedHeaderBytes + (has_placement ? kPlacementBytes : 0);
+}
+uint64_t HeaderBytes(uint64_t length, uint32_t block_bytes, const ChunkPlacement& p) {
+  return PreambleBytes(p.known()) + 4 * BlockCount(length, block_bytes);
+}
+uint64_t FileBytes(const ChunkVersion& v, uint32_t block_bytes) {
+  return HeaderBytes(v.length_bytes, block_bytes, v.placement) + v.length_bytes;
 }
 
 template <class T>
@@ -54,11 +66,12 @@ uint32_t Crc(std::string_view bytes, uint32_t crc = 0) {
 }
 
 std::string EncodeHeader(const ChunkId& id, uint64_t version, std::string_view data,
-                         uint32_t block_bytes) {
+                         uint32_t block_bytes, const ChunkPlacement& p) {
   const uint64_t nblocks = BlockCount(data.size(), block_bytes);
-  std::string h(kFixedHeaderBytes + 4 * nblocks, '\0');
+  const size_t pre = PreambleBytes(p.known());
+  std::string h(pre + 4 * nblocks, '\0');
   std::memcpy(h.data(), kMagic, 8);
-  Put<uint32_t>(&h, 8, kFormat);
+  Put<uint32_t>(&h, 8, p.known() ? kFormat2 : kFormat1);
   Put<uint32_t>(&h, 12, block_bytes);
   Put<uint64_t>(&h, 16, id.inode.value());
   Put<uint64_t>(&h, 24, id.stripe);
@@ -66,25 +79,36 @@ std::string EncodeHeader(const ChunkId& id, uint64_t version, std::string_view d
   Put<uint64_t>(&h, 40, version);
   Put<uint64_t>(&h, 48, data.size());
   Put<uint32_t>(&h, 56, static_cast<uint32_t>(nblocks));
+  if (p.known()) {
+    Put<uint32_t>(&h, 64, p.pg_width);
+    Put<uint32_t>(&h, 68, p.pg_index);
+    Put<uint32_t>(&h, 72, p.k);
+    Put<uint32_t>(&h, 76, p.m);
+    Put<uint32_t>(&h, 80, p.unit_bytes);
+    Put<uint32_t>(&h, 84, p.replicated ? 1u : 0u);
+    Put<uint64_t>(&h, 88, p.stripe_bytes);
+  }
   for (uint64_t b = 0; b < nblocks; ++b) {
     const uint64_t off = b * block_bytes;
     const uint64_t n = std::min<uint64_t>(block_bytes, data.size() - off);
-    Put<uint32_t>(&h, kFixedHeaderBytes + 4 * b, Crc(data.substr(off, n)));
+    Put<uint32_t>(&h, pre + 4 * b, Crc(data.substr(off, n)));
   }
   const std::string_view hv(h);
   Put<uint32_t>(&h, 60, Crc(hv.substr(kFixedHeaderBytes), Crc(hv.substr(0, 60))));
   return h;
 }
 
-// Checks a header read from disk against what the index says; fills crcs.
+// Checks a header read from disk against what the index says (from the file name); fills crcs.
 Status DecodeHeader(std::string_view h, const ChunkId& id, uint64_t version, uint64_t length,
-                    uint32_t block_bytes, std::vector<uint32_t>* crcs) {
+                    const ChunkPlacement& p, uint32_t block_bytes, std::vector<uint32_t>* crcs) {
   if (h.size() < kFixedHeaderBytes || std::memcmp(h.data(), kMagic, 8) != 0) {
     return Corruption("chunk header: bad magic");
   }
   const uint64_t nblocks = BlockCount(length, block_bytes);
-  if (Get<uint32_t>(h, 8) != kFormat || Get<uint32_t>(h, 12) != block_bytes ||
-      Get<uint32_t>(h, 56) != nblocks || h.size() != kFixedHeaderBytes + 4 * nblocks) {
+  const size_t pre = PreambleBytes(p.known());
+  if (Get<uint32_t>(h, 8) != (p.known() ? kFormat2 : kFormat1) ||
+      Get<uint32_t>(h, 12) != block_bytes || Get<uint32_t>(h, 56) != nblocks ||
+      h.size() != pre + 4 * nblocks) {
     return Corruption("chunk header: bad format, block size or block count");
   }
   if (Crc(h.substr(kFixedHeaderBytes), Crc(h.substr(0, 60))) != Get<uint32_t>(h, 60)) {
@@ -95,8 +119,15 @@ Status DecodeHeader(std::string_view h, const ChunkId& id, uint64_t version, uin
       Get<uint64_t>(h, 48) != length) {
     return Corruption("chunk header: key, version or length differs from its file name");
   }
+  if (p.known() &&
+      (Get<uint32_t>(h, 64) != p.pg_width || Get<uint32_t>(h, 68) != p.pg_index ||
+       Get<uint32_t>(h, 72) != p.k || Get<uint32_t>(h, 76) != p.m ||
+       Get<uint32_t>(h, 80) != p.unit_bytes || Get<uint32_t>(h, 84) != (p.replicated ? 1u : 0u) ||
+       Get<uint64_t>(h, 88) != p.stripe_bytes)) {
+    return Corruption("chunk header: placement differs from its file name");
+  }
   crcs->resize(nblocks);
-  for (uint64_t b = 0; b < nblocks; ++b) (*crcs)[b] = Get<uint32_t>(h, kFixedHeaderBytes + 4 * b);
+  for (uint64_t b = 0; b < nblocks; ++b) (*crcs)[b] = Get<uint32_t>(h, pre + 4 * b);
   return OkStatus();
 }
 
@@ -112,34 +143,78 @@ std::string FanoutPath(const std::string& root, uint32_t fanout) {
   return root + buf;
 }
 
-std::string ChunkFileName(const ChunkId& id, uint64_t version, uint64_t length) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "c.%llu.%llu.%u.%llu.%llu",
-                static_cast<unsigned long long>(id.inode.value()),
-                static_cast<unsigned long long>(id.stripe), id.position,
-                static_cast<unsigned long long>(version), static_cast<unsigned long long>(length));
+std::string ChunkFileName(const ChunkId& id, uint64_t version, uint64_t length,
+                          const ChunkPlacement& p) {
+  char buf[224];
+  int n = std::snprintf(buf, sizeof buf, "c.%llu.%llu.%u.%llu.%llu",
+                        static_cast<unsigned long long>(id.inode.value()),
+                        static_cast<unsigned long long>(id.stripe), id.position,
+                        static_cast<unsigned long long>(version),
+                        static_cast<unsigned long long>(length));
+  if (p.known()) {
+    std::snprintf(buf + n, sizeof buf - n, ".%u.%u.%u.%u.%u.%llu.%u", unsigned{p.pg_width},
+                  p.pg_index, unsigned{p.k}, unsigned{p.m}, p.unit_bytes,
+                  static_cast<unsigned long long>(p.stripe_bytes), p.replicated ? 1u : 0u);
+  }
   return buf;
 }
 
-// Parses "c.<ino>.<stripe>.<pos>.<ver>.<len>".
-bool ParseChunkFileName(std::string_view name, ChunkId* id, uint64_t* version, uint64_t* length) {
+// Parses "c.<ino>.<stripe>.<pos>.<ver>.<len>" (format 1) or the same followed by
+// ".<width>.<pg>.<k>.<m>.<unit>.<stripe_bytes>.<replicated>" (format 2).
+bool ParseChunkFileName(std::string_view name, ChunkId* id, uint64_t* version, uint64_t* length,
+                        ChunkPlacement* placement) {
   if (name.substr(0, 2) != "c.") return false;
   name.remove_prefix(2);
-  uint64_t f[5];
-  for (int i = 0; i < 5; ++i) {
-    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), f[i]);
+  uint64_t f[12];
+  int n = 0;
+  while (n < 12) {
+    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), f[n]);
     if (ec != std::errc() || p == name.data()) return false;
     name.remove_prefix(static_cast<size_t>(p - name.data()));
-    if (i < 4) {
-      if (name.empty() || name[0] != '.') return false;
-      name.remove_prefix(1);
-    }
+    ++n;
+    if (name.empty()) break;
+    if (name[0] != '.') return false;
+    name.remove_prefix(1);
   }
-  if (!name.empty() || f[2] > UINT32_MAX || f[3] == 0) return false;
+  if (!name.empty() || (n != 5 && n != 12) || f[2] > UINT32_MAX || f[3] == 0) return false;
   *id = ChunkId{InodeId(f[0]), f[1], static_cast<uint32_t>(f[2])};
   *version = f[3];
   *length = f[4];
+  *placement = {};
+  if (n == 12) {
+    if (f[5] == 0 || f[5] > UINT16_MAX || f[6] > UINT32_MAX || f[7] > UINT8_MAX ||
+        f[8] > UINT8_MAX || f[9] > UINT32_MAX || f[11] > 1) {
+      return false;
+    }
+    *placement = ChunkPlacement{static_cast<uint16_t>(f[5]), static_cast<uint8_t>(f[7]),
+                                static_cast<uint8_t>(f[8]),  static_cast<uint32_t>(f[6]),
+                                static_cast<uint32_t>(f[9]), f[11] == 1,
+                                f[10]};
+  }
   return true;
+}
+
+using PgKeys = std::vector<std::pair<uint32_t, uint32_t>>;
+PgKeys PgKeysOf(const std::vector<ChunkVersion>& versions) {
+  PgKeys keys;
+  for (const ChunkVersion& v : versions) {
+    if (!v.placement.known()) continue;
+    std::pair<uint32_t, uint32_t> key{v.placement.pg_width, v.placement.pg_index};
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
+}
+
+Status ValidatePlacement(const ChunkId& id, const ChunkPlacement& p) {
+  if (!p.known()) return OkStatus();
+  if (p.pg_width != uint32_t{p.k} + p.m || p.k == 0 || p.unit_bytes == 0 ||
+      id.position >= p.pg_width) {
+    return InvalidArgument("chunk " + id.ToString() + ": inconsistent placement (pg_width " +
+                           std::to_string(p.pg_width) + ", k " + std::to_string(p.k) + ", m " +
+                           std::to_string(p.m) + ", unit_bytes " + std::to_string(p.unit_bytes) +
+                           ")");
+  }
+  return OkStatus();
 }
 
 Status FsyncPath(const std::string& path) {
@@ -191,6 +266,7 @@ ChunkReader& ChunkReader::operator=(ChunkReader&& o) noexcept {
     id_ = o.id_;
     version_ = o.version_;
     length_ = o.length_;
+    placement_ = o.placement_;
     block_bytes_ = o.block_bytes_;
     crcs_ = std::move(o.crcs_);
   }
@@ -235,7 +311,8 @@ Status ChunkReader::Read(uint64_t offset, uint64_t length, std::string* out) {
   out->resize(span->end - span->begin);
   if (!out->empty()) {
     const iovec iov{out->data(), out->size()};
-    const IoRequest req{fd_, {&iov, 1}, HeaderBytes(length_, block_bytes_) + span->begin};
+    const IoRequest req{fd_, {&iov, 1},
+                        HeaderBytes(length_, block_bytes_, placement_) + span->begin};
     AQ_RETURN_IF_ERROR(RingRead({&req, 1}));
     AQ_RETURN_IF_ERROR(store_->VerifyBlocks(*this, span->first_block, *out));
   }
@@ -278,17 +355,23 @@ Status ChunkStore::LoadFormat() {
   if (f == nullptr) {
     if (errno != ENOENT) return Errno("open " + path);
     return WriteFileAtomic(options_.dir, "FORMAT",
-                           "aquifer-chunk-store 1 block_bytes=" +
+                           "aquifer-chunk-store 2 block_bytes=" +
                                std::to_string(options_.block_bytes) + "\n");
   }
   unsigned format = 0;
   unsigned long block = 0;
   int n = std::fscanf(f, "aquifer-chunk-store %u block_bytes=%lu", &format, &block);
   std::fclose(f);
-  if (n != 2 || format != 1 || block < 4 * kKiB || (block & (block - 1)) != 0) {
+  if (n != 2 || (format != 1 && format != 2) || block < 4 * kKiB || (block & (block - 1)) != 0) {
     return Internal("chunk store: unreadable " + path);
   }
   options_.block_bytes = static_cast<uint32_t>(block);
+  if (format == 1) {
+    // Store format 2 adds chunk files with placement; an older binary must not open it and
+    // skip them, so the store says so once it may hold them.
+    return WriteFileAtomic(options_.dir, "FORMAT",
+                           "aquifer-chunk-store 2 block_bytes=" + std::to_string(block) + "\n");
+  }
   return OkStatus();
 }
 
@@ -313,13 +396,15 @@ Status ChunkStore::Scan() {
       }
       ChunkId id;
       uint64_t version = 0, length = 0;
-      if (!ParseChunkFileName(name, &id, &version, &length) || FanoutOf(id) != fanout) {
+      ChunkPlacement placement;
+      if (!ParseChunkFileName(name, &id, &version, &length, &placement) ||
+          FanoutOf(id) != fanout) {
         log->warn("skip unknown file={}/{}", dir, name);
         continue;
       }
       struct stat st {};
       if (::fstatat(dfd, e->d_name, &st, 0) != 0) return Errno("stat " + dir + "/" + e->d_name);
-      const uint64_t file_bytes = HeaderBytes(length, options_.block_bytes) + length;
+      const uint64_t file_bytes = HeaderBytes(length, options_.block_bytes, placement) + length;
       if (static_cast<uint64_t>(st.st_size) != file_bytes) {
         // A non-durable write torn by a crash: never acknowledged as durable, so drop it.
         log->warn("remove torn chunk file={}/{} size={} expected={}", dir, name, st.st_size,
@@ -332,24 +417,27 @@ Status ChunkStore::Scan() {
       auto it = std::find_if(versions.begin(), versions.end(),
                              [&](const ChunkVersion& v) { return v.version == version; });
       if (it != versions.end()) {
-        // Same version, two lengths: a crash between a replacing rename and the unlink of the
-        // replaced file. Both are whole; the one renamed last (newer ctime) is the live one.
+        // Same version, two names (lengths or placements): a crash between a replacing rename
+        // and the unlink of the replaced file. Both are whole; the one renamed last (newer
+        // ctime) is the live one.
         struct stat other {};
-        const std::string other_name = ChunkFileName(id, version, it->length_bytes);
+        const std::string other_name =
+            ChunkFileName(id, version, it->length_bytes, it->placement);
         const bool other_newer =
             ::fstatat(dfd, other_name.c_str(), &other, 0) == 0 &&
             std::tie(other.st_ctim.tv_sec, other.st_ctim.tv_nsec) >
                 std::tie(st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
         const std::string drop = other_newer ? std::string(name) : other_name;
         if (!other_newer) {
-          used_bytes_ -= HeaderBytes(it->length_bytes, options_.block_bytes) + it->length_bytes;
+          used_bytes_ -= FileBytes(*it, options_.block_bytes);
           used_bytes_ += file_bytes;
           it->length_bytes = length;
+          it->placement = placement;
         }
         (void)::unlinkat(dfd, drop.c_str(), 0);
         continue;
       }
-      versions.push_back({version, length});
+      versions.push_back({version, length, placement});
       used_bytes_ += file_bytes;
       ++version_count_;
     }
@@ -358,6 +446,7 @@ Status ChunkStore::Scan() {
   for (auto& [id, versions] : index_) {
     std::sort(versions.begin(), versions.end(),
               [](const ChunkVersion& a, const ChunkVersion& b) { return a.version < b.version; });
+    for (const auto& [w, g] : PgKeysOf(versions)) by_pg_.emplace(w, g, id);
   }
   log->info("open chunk store dir={} chunks={} versions={} used_bytes={} temp_removed={} "
             "torn_removed={}",
@@ -382,9 +471,21 @@ std::mutex& ChunkStore::ChunkLock(const ChunkId& id) {
   return chunk_locks_[std::hash<ChunkId>()(id) % kChunkLocks];
 }
 
-std::string ChunkStore::ChunkPath(const ChunkId& id, uint64_t version,
-                                  uint64_t length_bytes) const {
-  return FanoutPath(options_.dir, FanoutOf(id)) + "/" + ChunkFileName(id, version, length_bytes);
+std::string ChunkStore::ChunkPath(const ChunkId& id, uint64_t version, uint64_t length_bytes,
+                                  const ChunkPlacement& placement) const {
+  return FanoutPath(options_.dir, FanoutOf(id)) + "/" +
+         ChunkFileName(id, version, length_bytes, placement);
+}
+
+void ChunkStore::ReindexPgLocked(const ChunkId& id, const PgKeys& before) {
+  auto it = index_.find(id);
+  const PgKeys after = it == index_.end() ? PgKeys{} : PgKeysOf(it->second);
+  for (const auto& key : before) {
+    if (std::find(after.begin(), after.end(), key) == after.end()) {
+      by_pg_.erase({key.first, key.second, id});
+    }
+  }
+  for (const auto& key : after) by_pg_.emplace(key.first, key.second, id);
 }
 
 // Group commit of directory fsyncs: the first waiter becomes the leader and fsyncs every
@@ -450,15 +551,17 @@ Status ChunkStore::SyncDirs(std::vector<uint32_t> fanouts) {
 }
 
 Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
-                         std::string_view data, bool sync) {
+                         std::string_view data, bool sync, const ChunkPlacement& placement,
+                         bool if_absent) {
   if (version == 0) return InvalidArgument("chunk version 0 is reserved; versions start at 1");
+  AQ_RETURN_IF_ERROR(ValidatePlacement(id, placement));
   if (data.size() > kMaxChunkBytes) {
     return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes exceeds " +
                            std::to_string(kMaxChunkBytes));
   }
   const uint32_t fanout = FanoutOf(id);
   AQ_RETURN_IF_ERROR(EnsureDir(fanout));
-  const std::string header = EncodeHeader(id, version, data, options_.block_bytes);
+  const std::string header = EncodeHeader(id, version, data, options_.block_bytes, placement);
   const uint64_t file_bytes = header.size() + data.size();
   {
     std::shared_lock<std::shared_mutex> lock(index_mu_);
@@ -476,9 +579,10 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
   } unreserve{&reserved_bytes_, file_bytes};
 
   const std::string dir = FanoutPath(options_.dir, fanout);
-  const std::string final_path = dir + "/" + ChunkFileName(id, version, data.size());
-  const std::string tmp_path = dir + "/t." + ChunkFileName(id, version, data.size()).substr(2) +
-                               "." + std::to_string(temp_seq_.fetch_add(1));
+  const std::string name = ChunkFileName(id, version, data.size(), placement);
+  const std::string final_path = dir + "/" + name;
+  const std::string tmp_path =
+      dir + "/t." + name.substr(2) + "." + std::to_string(temp_seq_.fetch_add(1));
   int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("create " + tmp_path);
   const iovec iov[2] = {{const_cast<char*>(header.data()), header.size()},
@@ -494,6 +598,17 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
   std::vector<uint32_t> unused_dirs;
   {
     std::lock_guard<std::mutex> chunk_lock(ChunkLock(id));
+    if (if_absent) {
+      std::shared_lock<std::shared_mutex> lock(index_mu_);
+      auto it = index_.find(id);
+      if (it != index_.end() &&
+          std::any_of(it->second.begin(), it->second.end(),
+                      [&](const ChunkVersion& v) { return v.version == version; })) {
+        ::unlink(tmp_path.c_str());
+        return AlreadyExists("chunk " + id.ToString() + " v" + std::to_string(version) +
+                             " is already stored");
+      }
+    }
     if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
       Status err = Errno("rename " + tmp_path);
       ::unlink(tmp_path.c_str());
@@ -503,15 +618,19 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
     {
       std::unique_lock<std::shared_mutex> lock(index_mu_);
       std::vector<ChunkVersion>& versions = index_[id];
+      const PgKeys pgs_before = PgKeysOf(versions);
       auto it = std::lower_bound(
           versions.begin(), versions.end(), version,
           [](const ChunkVersion& v, uint64_t want) { return v.version < want; });
       if (it != versions.end() && it->version == version) {
-        if (it->length_bytes != data.size()) doomed.push_back(*it);  // other file name
-        used_bytes_ -= HeaderBytes(it->length_bytes, options_.block_bytes) + it->length_bytes;
+        if (it->length_bytes != data.size() || !(it->placement == placement)) {
+          doomed.push_back(*it);  // other file name
+        }
+        used_bytes_ -= FileBytes(*it, options_.block_bytes);
         it->length_bytes = data.size();
+        it->placement = placement;
       } else {
-        versions.insert(it, ChunkVersion{version, data.size()});
+        versions.insert(it, ChunkVersion{version, data.size(), placement});
         ++version_count_;
       }
       used_bytes_ += file_bytes;
@@ -522,13 +641,15 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
       if (keep_from != versions.begin()) --keep_from;
       for (auto v = versions.begin(); v != keep_from; ++v) {
         doomed.push_back(*v);
-        used_bytes_ -= HeaderBytes(v->length_bytes, options_.block_bytes) + v->length_bytes;
+        used_bytes_ -= FileBytes(*v, options_.block_bytes);
         --version_count_;
       }
       versions.erase(versions.begin(), keep_from);
+      ReindexPgLocked(id, pgs_before);
     }
     for (const ChunkVersion& v : doomed) {
-      const std::string path = dir + "/" + ChunkFileName(id, v.version, v.length_bytes);
+      const std::string path =
+          dir + "/" + ChunkFileName(id, v.version, v.length_bytes, v.placement);
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         Logger("data")->warn("remove chunk file={} failed: {}", path, std::strerror(errno));
       }
@@ -565,7 +686,7 @@ Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_vers
       if (!s.ok()) return s.status();
       span = *s;
     }
-    const std::string path = ChunkPath(id, found.version, found.length_bytes);
+    const std::string path = ChunkPath(id, found.version, found.length_bytes, found.placement);
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT) continue;
@@ -577,8 +698,10 @@ Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_vers
     r.id_ = id;
     r.version_ = found.version;
     r.length_ = found.length_bytes;
+    r.placement_ = found.placement;
     r.block_bytes_ = options_.block_bytes;
-    const uint64_t header_bytes = HeaderBytes(found.length_bytes, options_.block_bytes);
+    const uint64_t header_bytes =
+        HeaderBytes(found.length_bytes, options_.block_bytes, found.placement);
     std::string header(header_bytes, '\0');
     iovec iov[2] = {{header.data(), header.size()}, {nullptr, 0}};
     IoRequest reqs[2] = {{fd, {iov, 1}, 0}, {fd, {}, 0}};
@@ -596,7 +719,7 @@ Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_vers
       }
     }
     AQ_RETURN_IF_ERROR(RingRead({reqs, nreq}));
-    Status hs = DecodeHeader(header, id, found.version, found.length_bytes,
+    Status hs = DecodeHeader(header, id, found.version, found.length_bytes, found.placement,
                              options_.block_bytes, &r.crcs_);
     if (!hs.ok()) {
       CountCorruption(r, hs.message());
@@ -616,7 +739,7 @@ Result<ChunkReadInfo> ChunkStore::Read(const ChunkId& id, uint64_t max_version, 
                                        uint64_t length, std::string* out) {
   Result<ChunkReader> r = OpenAndRead(id, max_version, offset, length, out);
   if (!r.ok()) return r.status();
-  return ChunkReadInfo{r->version(), r->length_bytes()};
+  return ChunkReadInfo{r->version(), r->length_bytes(), r->placement()};
 }
 
 Result<ChunkReader> ChunkStore::OpenReader(const ChunkId& id, uint64_t max_version) {
@@ -643,6 +766,7 @@ void ChunkStore::CountCorruption(const ChunkReader& r, const std::string& what) 
   corruptions_.fetch_add(1);
   Logger("data")->error("found corruption chunk={} version={} what={}", r.id_.ToString(),
                         r.version_, what);
+  if (corruption_listener_) corruption_listener_(r.id_, r.version_);
 }
 
 Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
@@ -667,17 +791,65 @@ Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
       auto it = index_.find(id);
       if (it == index_.end()) continue;
       std::vector<ChunkVersion>& versions = it->second;
+      const PgKeys pgs_before = PgKeysOf(versions);
       while (!versions.empty() && versions.front().version <= max_version) {
         const ChunkVersion& v = versions.front();
         doomed.push_back(v);
-        used_bytes_ -= HeaderBytes(v.length_bytes, options_.block_bytes) + v.length_bytes;
+        used_bytes_ -= FileBytes(v, options_.block_bytes);
         --version_count_;
         versions.erase(versions.begin());
       }
       if (versions.empty()) index_.erase(it);
+      ReindexPgLocked(id, pgs_before);
     }
     for (const ChunkVersion& v : doomed) {
-      const std::string path = ChunkPath(id, v.version, v.length_bytes);
+      const std::string path = ChunkPath(id, v.version, v.length_bytes, v.placement);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
+      ++deleted;
+    }
+    if (!doomed.empty()) dirs.push_back(FanoutOf(id));
+  }
+  if (sync) AQ_RETURN_IF_ERROR(SyncDirs(std::move(dirs)));
+  return deleted;
+}
+
+Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_index,
+                                              uint32_t position, bool sync) {
+  std::vector<ChunkId> ids;
+  {
+    std::shared_lock<std::shared_mutex> lock(index_mu_);
+    for (auto it = by_pg_.lower_bound({pg_width, pg_index, ChunkId{}});
+         it != by_pg_.end() && std::get<0>(*it) == pg_width && std::get<1>(*it) == pg_index;
+         ++it) {
+      if (std::get<2>(*it).position == position) ids.push_back(std::get<2>(*it));
+    }
+  }
+  uint64_t deleted = 0;
+  std::vector<uint32_t> dirs;
+  for (const ChunkId& id : ids) {
+    std::lock_guard<std::mutex> chunk_lock(ChunkLock(id));
+    std::vector<ChunkVersion> doomed;
+    {
+      std::unique_lock<std::shared_mutex> lock(index_mu_);
+      auto it = index_.find(id);
+      if (it == index_.end()) continue;
+      std::vector<ChunkVersion>& versions = it->second;
+      const PgKeys pgs_before = PgKeysOf(versions);
+      std::erase_if(versions, [&](const ChunkVersion& v) {
+        if (!v.placement.known() || v.placement.pg_width != pg_width ||
+            v.placement.pg_index != pg_index) {
+          return false;
+        }
+        doomed.push_back(v);
+        used_bytes_ -= FileBytes(v, options_.block_bytes);
+        --version_count_;
+        return true;
+      });
+      if (versions.empty()) index_.erase(it);
+      ReindexPgLocked(id, pgs_before);
+    }
+    for (const ChunkVersion& v : doomed) {
+      const std::string path = ChunkPath(id, v.version, v.length_bytes, v.placement);
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
       ++deleted;
     }
@@ -688,13 +860,34 @@ Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
 }
 
 std::vector<ChunkListEntry> ChunkStore::List(const ChunkId& after, uint32_t limit_chunks,
-                                             bool* eof) const {
+                                             bool* eof, const PgFilter* pg) const {
   std::vector<ChunkListEntry> out;
   std::shared_lock<std::shared_mutex> lock(index_mu_);
-  auto it = index_.upper_bound(after);
   uint32_t n = 0;
+  if (pg != nullptr) {
+    auto it = by_pg_.upper_bound({pg->pg_width, pg->pg_index, after});
+    for (; it != by_pg_.end() && std::get<0>(*it) == pg->pg_width &&
+           std::get<1>(*it) == pg->pg_index && n < limit_chunks;
+         ++it, ++n) {
+      const ChunkId& id = std::get<2>(*it);
+      auto chunk = index_.find(id);
+      if (chunk == index_.end()) continue;  // cannot happen: by_pg_ follows index_
+      for (const ChunkVersion& v : chunk->second) {
+        if (v.placement.known() && v.placement.pg_width == pg->pg_width &&
+            v.placement.pg_index == pg->pg_index) {
+          out.push_back({id, v.version, v.length_bytes, v.placement});
+        }
+      }
+    }
+    *eof = it == by_pg_.end() || std::get<0>(*it) != pg->pg_width ||
+           std::get<1>(*it) != pg->pg_index;
+    return out;
+  }
+  auto it = index_.upper_bound(after);
   for (; it != index_.end() && n < limit_chunks; ++it, ++n) {
-    for (const ChunkVersion& v : it->second) out.push_back({it->first, v.version, v.length_bytes});
+    for (const ChunkVersion& v : it->second) {
+      out.push_back({it->first, v.version, v.length_bytes, v.placement});
+    }
   }
   *eof = it == index_.end();
   return out;

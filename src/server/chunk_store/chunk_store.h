@@ -7,10 +7,14 @@
 // chunk carries a CRC32C that is verified on every read; a mismatch is reported as kCorruption and
 // counted, never returned as data.
 //
-// On disk (docs/design.md, "Data server"): DIR/chunks/XX/YY/c.<ino>.<stripe>.<pos>.<ver>.<len>,
-// one file per chunk version: a 64-byte header (key, version, length, block size, header CRC),
-// the CRC array (4 bytes per block), then the data. An in-memory index (ordered map from ChunkId
-// to its versions) is rebuilt by a directory scan in Open().
+// On disk (docs/design.md, "Data server"): one file per chunk version,
+// DIR/chunks/XX/YY/c.<ino>.<stripe>.<pos>.<ver>.<len> (format 1, no placement) or
+// c.<ino>.<stripe>.<pos>.<ver>.<len>.<width>.<pg>.<k>.<m>.<unit>.<stripe_bytes>.<replicated>
+// (format 2, with the chunk's placement): a 64-byte header (key, version, length, block size,
+// header CRC), for format 2 a 32-byte placement record, the CRC array (4 bytes per block), then
+// the data. An in-memory index (ordered map from ChunkId to its versions, each with its
+// placement, plus a set of chunks per placement group) is rebuilt by a directory scan in Open()
+// from the file names alone.
 //
 // Threading: every method is safe to call concurrently. I/O runs on the calling thread's own
 // io_uring (io_ring.h). Locks: a striped per-chunk mutex (held across one chunk's rename, index
@@ -25,9 +29,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "aquifer/ids.h"
@@ -45,10 +51,27 @@ struct ChunkStoreOptions {
                                     // when the store is created (kept in DIR/FORMAT)
 };
 
+// Where a chunk belongs (docs/repair.md): its placement group and the stripe's shape, so a data
+// server can find every chunk of a PG and rebuild any one chunk by itself. Sent with each write,
+// kept in the chunk's file name and header. Compact (24 bytes): it sits in the index of every
+// chunk version.
+struct ChunkPlacement {
+  uint16_t pg_width = 0;      // k + m: which PG table; 0 = unknown (written without placement)
+  uint8_t k = 0;              // data units per stripe
+  uint8_t m = 0;              // parity units per stripe
+  uint32_t pg_index = 0;      // index of the stripe's PG in the table of pg_width
+  uint32_t unit_bytes = 0;    // stripe unit, bytes
+  bool replicated = false;    // true: positions 0..m hold copies; false: erasure coded
+  uint64_t stripe_bytes = 0;  // file bytes in this stripe (clips data chunks when rebuilding)
+  bool known() const { return pg_width != 0; }
+  bool operator==(const ChunkPlacement&) const = default;
+};
+
 // One stored version of a chunk.
 struct ChunkVersion {
   uint64_t version = 0;
   uint64_t length_bytes = 0;
+  ChunkPlacement placement;  // unknown for chunks written without one (format 1 files)
 };
 
 // One ListChunks row.
@@ -56,6 +79,13 @@ struct ChunkListEntry {
   ChunkId id;
   uint64_t version = 0;
   uint64_t length_bytes = 0;
+  ChunkPlacement placement;
+};
+
+// Restricts List() to the chunks of one placement group (all positions).
+struct PgFilter {
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
 };
 
 struct ChunkStoreStats {
@@ -72,6 +102,7 @@ struct ChunkStoreStats {
 struct ChunkReadInfo {
   uint64_t version = 0;
   uint64_t chunk_length_bytes = 0;  // the whole chunk's length
+  ChunkPlacement placement;         // as written with the chunk (unknown for format 1)
 };
 
 // A version of one chunk opened for several range reads (ReadChunkStream): every Read() sees
@@ -83,6 +114,7 @@ class ChunkReader {
   ~ChunkReader();
   uint64_t version() const { return version_; }
   uint64_t length_bytes() const { return length_; }
+  const ChunkPlacement& placement() const { return placement_; }
   // Replaces *out with bytes [offset, offset + length) clipped to the chunk's end.
   // Errors: kInvalidArgument when offset > length_bytes() or offset + length overflows;
   // kCorruption when a block covering the range fails its CRC; kInternal on I/O errors.
@@ -96,6 +128,7 @@ class ChunkReader {
   ChunkId id_;
   uint64_t version_ = 0;
   uint64_t length_ = 0;
+  ChunkPlacement placement_;
   uint32_t block_bytes_ = 0;
   std::vector<uint32_t> crcs_;
 };
@@ -113,15 +146,22 @@ class ChunkStore {
   static Result<std::unique_ptr<ChunkStore>> Open(const ChunkStoreOptions& options);
   ~ChunkStore();
 
-  // Stores `data` (<= 16 MiB) as version `version` (> 0) of chunk `id`, replacing that version
-  // atomically if it exists. With `sync`, the data and the rename are durable (fdatasync of the
-  // file, fsync of its directory, batched with concurrent writers) before this returns. Then
-  // prunes per docs/design.md: keeps the newest version <= committed_version and all newer ones,
-  // deletes older ones.
-  // Errors: kInvalidArgument for version 0 or data over 16 MiB (nothing changed); kNoSpace when
-  // the capacity option would be exceeded or the disk is full (nothing changed); kInternal.
+  // Stores `data` (<= 16 MiB) as version `version` (> 0) of chunk `id` with `placement` (may be
+  // unknown: then the chunk is stored in format 1 and no PG listing finds it), replacing that
+  // version atomically if it exists. With `sync`, the data and the rename are durable (fdatasync
+  // of the file, fsync of its directory, batched with concurrent writers) before this returns.
+  // Then prunes per docs/design.md: keeps the newest version <= committed_version and all newer
+  // ones, deletes older ones (committed_version 0 prunes nothing).
+  // With `if_absent` (repair and rebalance writes), the version is stored only if it is not
+  // there yet, checked atomically with the rename, so a rebuilt copy never replaces what a
+  // client wrote meanwhile.
+  // Errors: kInvalidArgument for version 0, data over 16 MiB, or a known placement that is
+  // inconsistent (pg_width != k + m, k == 0, unit_bytes == 0, position >= pg_width) (nothing
+  // changed); kAlreadyExists with `if_absent` when the version exists (nothing changed); kNoSpace
+  // when the capacity option would be exceeded or the disk is full (nothing changed); kInternal.
   Status Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
-               std::string_view data, bool sync);
+               std::string_view data, bool sync, const ChunkPlacement& placement = {},
+               bool if_absent = false);
 
   // Replaces *out with bytes [offset, offset + length) of the newest version <= max_version
   // (0 = newest of all), clipped to the chunk's end; length 0 = to the end.
@@ -141,17 +181,35 @@ class ChunkStore {
   Result<uint64_t> DeleteRange(InodeId inode, uint64_t from_stripe, uint64_t max_version,
                                bool sync);
 
+  // Deletes every version, of any inode, whose placement is PG (pg_width, pg_index) and whose
+  // key's position is `position` (the GC of a PG position that moved away). With `sync`, the
+  // removals are durable before this returns. Returns how many versions were deleted.
+  // Cost: proportional to the PG's chunks (a per-PG index), not the store's. Errors: kInternal.
+  Result<uint64_t> DeletePgPosition(uint32_t pg_width, uint32_t pg_index, uint32_t position,
+                                    bool sync);
+
   // Up to `limit_chunks` chunks with key > after, in key order, each with all its versions
-  // (newest last); *eof says whether the listing reached the end.
-  std::vector<ChunkListEntry> List(const ChunkId& after, uint32_t limit_chunks, bool* eof) const;
+  // (newest last); *eof says whether the listing reached the end. With `pg`, only chunks whose
+  // placement is that PG (and of those, only the versions with that placement); the cost is
+  // then proportional to the rows returned.
+  std::vector<ChunkListEntry> List(const ChunkId& after, uint32_t limit_chunks, bool* eof,
+                                   const PgFilter* pg = nullptr) const;
 
   // The versions of `id`, oldest first (empty when unknown).
   std::vector<ChunkVersion> Versions(const ChunkId& id) const;
 
+  // Called (on the reading thread, after the read failed) with every chunk version a read found
+  // corrupt, e.g. to queue it for repair. Set once, before the store is shared; must be cheap
+  // and must not call back into the store.
+  void SetCorruptionListener(std::function<void(const ChunkId&, uint64_t version)> listener) {
+    corruption_listener_ = std::move(listener);
+  }
+
   ChunkStoreStats Stats() const;
   const std::string& dir() const { return options_.dir; }
   // Path of one chunk version's file (for tests and tools).
-  std::string ChunkPath(const ChunkId& id, uint64_t version, uint64_t length_bytes) const;
+  std::string ChunkPath(const ChunkId& id, uint64_t version, uint64_t length_bytes,
+                        const ChunkPlacement& placement = {}) const;
 
  private:
   friend class ChunkReader;
@@ -160,8 +218,9 @@ class ChunkStore {
   Status EnsureDir(uint32_t fanout);
   Status SyncDirs(std::vector<uint32_t> fanouts);
   std::mutex& ChunkLock(const ChunkId& id);
-  void RemoveVersionLocked(const ChunkId& id, uint64_t version, uint64_t length,
-                           std::vector<uint32_t>* dirs);
+  // Keeps by_pg_ in step with index_[id] after its versions changed from `before` (PG keys).
+  // Caller holds index_mu_ exclusively.
+  void ReindexPgLocked(const ChunkId& id, const std::vector<std::pair<uint32_t, uint32_t>>& before);
   Status LoadFormat();
   // Looks up the newest version <= max_version, opens it and reads its header, plus (when
   // `out` is non-null) bytes [offset, offset + length) in the same submission.
@@ -174,9 +233,11 @@ class ChunkStore {
   static constexpr size_t kChunkLocks = 256;
   std::unique_ptr<std::mutex[]> chunk_locks_;
 
-  // Guards index_, used_bytes_, version_count_.
+  // Guards index_, by_pg_, used_bytes_, version_count_.
   mutable std::shared_mutex index_mu_;
   std::map<ChunkId, std::vector<ChunkVersion>> index_;  // versions oldest first
+  // (pg_width, pg_index, chunk) for every chunk with a version of that placement.
+  std::set<std::tuple<uint32_t, uint32_t, ChunkId>> by_pg_;
   uint64_t used_bytes_ = 0;
   uint64_t version_count_ = 0;
   std::atomic<uint64_t> reserved_bytes_{0};  // writes in flight, counted against capacity
@@ -195,6 +256,7 @@ class ChunkStore {
   bool sync_running_ = false;
   Status sync_last_status_;
 
+  std::function<void(const ChunkId&, uint64_t)> corruption_listener_;
   std::atomic<uint64_t> corruptions_{0};
   std::atomic<uint64_t> temp_seq_{0};
   uint64_t temp_removed_ = 0;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
@@ -38,6 +40,30 @@ void ToRpc(const ChunkId& id, rpc::ChunkKey* k) {
   k->set_position(id.position);
 }
 
+// An unset message (pg_width 0) means "no placement" (an older client).
+Result<ChunkPlacement> FromRpc(const rpc::ChunkPlacement& p) {
+  if (p.pg_width() == 0) return ChunkPlacement{};
+  if (p.pg_width() > UINT16_MAX || p.k() > UINT8_MAX || p.m() > UINT8_MAX) {
+    return InvalidArgument("placement out of range: pg_width " + std::to_string(p.pg_width()) +
+                           ", k " + std::to_string(p.k()) + ", m " + std::to_string(p.m()));
+  }
+  return ChunkPlacement{static_cast<uint16_t>(p.pg_width()), static_cast<uint8_t>(p.k()),
+                        static_cast<uint8_t>(p.m()),         p.pg_index(),
+                        p.unit_bytes(),                      p.replicated(),
+                        p.stripe_bytes()};
+}
+
+void ToRpc(const ChunkPlacement& p, rpc::ChunkPlacement* out) {
+  if (!p.known()) return;
+  out->set_pg_width(p.pg_width);
+  out->set_pg_index(p.pg_index);
+  out->set_k(p.k);
+  out->set_m(p.m);
+  out->set_unit_bytes(p.unit_bytes);
+  out->set_stripe_bytes(p.stripe_bytes);
+  out->set_replicated(p.replicated);
+}
+
 class DataServiceImpl final : public rpc::DataService::Service {
  public:
   explicit DataServiceImpl(DataServer* core) : core_(core) {}
@@ -46,8 +72,10 @@ class DataServiceImpl final : public rpc::DataService::Service {
                           rpc::WriteChunkResponse* resp) override {
     Result<ChunkId> id = FromRpc(req->key());
     if (!id.ok()) return Reply(id.status(), resp);
+    Result<ChunkPlacement> placement = FromRpc(req->placement());
+    if (!placement.ok()) return Reply(placement.status(), resp);
     return Reply(core_->store().Write(*id, req->version(), req->committed_version(), req->data(),
-                                      req->sync()),
+                                      req->sync(), *placement),
                  resp);
   }
 
@@ -63,6 +91,7 @@ class DataServiceImpl final : public rpc::DataService::Service {
     }
     resp->set_version(r->version);
     resp->set_chunk_length(r->chunk_length_bytes);
+    ToRpc(r->placement, resp->mutable_placement());
     return Reply(OkStatus(), resp);
   }
 
@@ -94,6 +123,7 @@ class DataServiceImpl final : public rpc::DataService::Service {
       ToRpc(OkStatus(), resp.mutable_status());
       resp.set_version(reader->version());
       resp.set_chunk_length(chunk_length);
+      ToRpc(reader->placement(), resp.mutable_placement());
       if (!writer->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
       at += n;
     } while (at < end && !ctx->IsCancelled());
@@ -112,6 +142,12 @@ class DataServiceImpl final : public rpc::DataService::Service {
       if (!n.ok()) return Reply(n.status(), resp);
       deleted += *n;
     }
+    for (const rpc::PgPosition& p : req->pg_positions()) {
+      Result<uint64_t> n =
+          core_->store().DeletePgPosition(p.pg_width(), p.pg_index(), p.position(), true);
+      if (!n.ok()) return Reply(n.status(), resp);
+      deleted += *n;
+    }
     resp->set_deleted(deleted);
     return Reply(OkStatus(), resp);
   }
@@ -123,11 +159,14 @@ class DataServiceImpl final : public rpc::DataService::Service {
     const ChunkId after{InodeId(req->after().ino()), req->after().stripe(),
                         req->after().position()};
     bool eof = false;
-    for (const ChunkListEntry& e : core_->store().List(after, limit, &eof)) {
+    const PgFilter pg{req->pg_width(), req->pg_index()};
+    for (const ChunkListEntry& e :
+         core_->store().List(after, limit, &eof, req->by_pg() ? &pg : nullptr)) {
       rpc::ChunkEntry* out = resp->add_chunks();
       ToRpc(e.id, out->mutable_key());
       out->set_version(e.version);
       out->set_length(e.length_bytes);
+      ToRpc(e.placement, out->mutable_placement());
     }
     resp->set_eof(eof);
     return Reply(OkStatus(), resp);
@@ -141,6 +180,10 @@ class DataServiceImpl final : public rpc::DataService::Service {
     resp->set_used_bytes(s.used_bytes);
     resp->set_chunk_count(s.chunk_count);
     resp->set_corruptions_found(s.corruptions_found);
+    const ScrubCounters scrub = core_->scrub_counters();
+    resp->set_chunks_scrubbed(scrub.chunks_scrubbed);
+    resp->set_corrupt_found(scrub.corrupt_found);
+    resp->set_corrupt_repaired(scrub.corrupt_repaired);
     return Reply(OkStatus(), resp);
   }
 
@@ -183,28 +226,138 @@ class GrpcMetaLink final : public MetaLink {
                         std::chrono::milliseconds(resp.heartbeat_interval_ms())};
   }
 
-  Result<std::vector<GcTask>> Heartbeat(const HeartbeatInfo& info) override {
+  Result<HeartbeatReply> Heartbeat(const HeartbeatInfo& info) override {
     rpc::HeartbeatRequest req;
     req.set_server_id(info.server_id.value());
     req.set_capacity_bytes(info.capacity_bytes);
     req.set_used_bytes(info.used_bytes);
     req.set_chunk_count(info.chunk_count);
     for (uint64_t id : info.gc_done) req.add_gc_done(id);
+    for (const MoveProgress& p : info.moves) {
+      rpc::MoveProgress* out = req.add_moves();
+      out->set_task_id(p.task_id);
+      out->set_chunks_done(p.chunks_done);
+      out->set_chunks_total(p.chunks_total);
+      out->set_bytes_done(p.bytes_done);
+      out->set_bytes_total(p.bytes_total);
+      out->set_done(p.done);
+      out->set_error(p.error);
+    }
+    for (uint64_t id : info.pg_gc_done) req.add_pg_gc_done(id);
+    req.set_chunks_scrubbed(info.scrub.chunks_scrubbed);
+    req.set_corrupt_found(info.scrub.corrupt_found);
+    req.set_corrupt_repaired(info.scrub.corrupt_repaired);
     rpc::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
     const grpc::Status g = stub_->Heartbeat(&ctx, req, &resp);  // before reading resp.status()
     AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "Heartbeat"));
-    std::vector<GcTask> tasks;
+    HeartbeatReply reply;
     for (const rpc::GcTask& t : resp.gc()) {
-      tasks.push_back({t.id(), InodeId(t.ino()), t.from_stripe(), t.max_version()});
+      reply.gc.push_back({t.id(), InodeId(t.ino()), t.from_stripe(), t.max_version()});
     }
-    return tasks;
+    for (const rpc::MoveTask& t : resp.moves()) {
+      reply.moves.push_back({t.id(), t.pg_width(), t.pg_index(), t.position(),
+                             ServerId(t.from_server()), ServerId(t.to_server()), t.kind(),
+                             t.rate_limit_bytes_per_s(), t.map_version()});
+    }
+    for (const rpc::PgGcTask& t : resp.pg_gc()) {
+      reply.pg_gc.push_back({t.id(), t.pg_width(), t.pg_index(), t.position()});
+    }
+    reply.state = resp.state();
+    reply.map_version = resp.map_version();
+    return reply;
+  }
+
+  Result<ClusterView> GetClusterMap() override {
+    rpc::ClusterMapRequest req;
+    rpc::ClusterMapResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    const grpc::Status g = stub_->GetClusterMap(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "GetClusterMap"));
+    ClusterView view;
+    view.version = resp.version();
+    for (const rpc::ServerInfo& s : resp.servers()) {
+      view.servers[s.id()] = PeerInfo{ServerId(s.id()), s.address(), s.up(), s.state()};
+    }
+    for (const rpc::PgTable& t : resp.pg_tables()) {
+      std::vector<PgTargets>& pgs = view.tables[t.width()];
+      for (const rpc::PlacementGroup& pg : t.pgs()) {
+        PgTargets out;
+        for (uint32_t id : pg.targets()) out.targets.push_back(ServerId(id));
+        for (uint32_t id : pg.pending()) out.pending.push_back(ServerId(id));
+        pgs.push_back(std::move(out));
+      }
+    }
+    return view;
   }
 
  private:
   std::unique_ptr<rpc::MetaService::Stub> stub_;
   std::chrono::milliseconds timeout_;
+};
+
+// Other data servers over gRPC: one channel per address, made on first use.
+class GrpcPeerLink final : public PeerLink {
+ public:
+  explicit GrpcPeerLink(uint32_t timeout_ms) : timeout_(timeout_ms) {}
+
+  Result<std::vector<ChunkListEntry>> ListPg(const std::string& address, uint32_t pg_width,
+                                             uint32_t pg_index, const ChunkId& after,
+                                             uint32_t limit, bool* eof) override {
+    rpc::ListChunksRequest req;
+    ToRpc(after, req.mutable_after());
+    req.set_limit(limit);
+    req.set_by_pg(true);
+    req.set_pg_width(pg_width);
+    req.set_pg_index(pg_index);
+    rpc::ListChunksResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    const grpc::Status g = Stub(address)->ListChunks(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "ListChunks"));
+    std::vector<ChunkListEntry> out;
+    for (const rpc::ChunkEntry& e : resp.chunks()) {
+      Result<ChunkPlacement> p = FromRpc(e.placement());
+      out.push_back({ChunkId{InodeId(e.key().ino()), e.key().stripe(), e.key().position()},
+                     e.version(), e.length(), p.ok() ? *p : ChunkPlacement{}});
+    }
+    *eof = resp.eof();
+    return out;
+  }
+
+  Result<PeerChunk> Read(const std::string& address, const ChunkId& id,
+                         uint64_t max_version) override {
+    rpc::ReadChunkRequest req;
+    ToRpc(id, req.mutable_key());
+    req.set_max_version(max_version);
+    rpc::ReadChunkResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    const grpc::Status g = Stub(address)->ReadChunk(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "ReadChunk"));
+    Result<ChunkPlacement> p = FromRpc(resp.placement());
+    return PeerChunk{resp.version(), std::move(*resp.mutable_data()),
+                     p.ok() ? *p : ChunkPlacement{}};
+  }
+
+ private:
+  rpc::DataService::Stub* Stub(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& stub = stubs_[address];
+    if (!stub) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+      args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
+      stub = rpc::DataService::NewStub(
+          grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    }
+    return stub.get();
+  }
+  std::chrono::milliseconds timeout_;
+  std::mutex mu_;  // guards stubs_
+  std::map<std::string, std::unique_ptr<rpc::DataService::Stub>> stubs_;
 };
 
 Status WritePortFile(const std::string& path, const std::string& address) {
@@ -262,7 +415,10 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
     }
   }
   if (!link) link = NewGrpcMetaLink(options.meta, options.meta_rpc_timeout_ms);
-  impl->core->StartMembership(impl->address, std::move(link));
+  // Peer calls move whole chunks (<= 16 MiB): give them a generous deadline.
+  impl->core->StartMembership(impl->address, std::move(link),
+                              std::make_unique<GrpcPeerLink>(
+                                  std::max<uint32_t>(options.meta_rpc_timeout_ms, 30000)));
   return std::unique_ptr<GrpcDataServer>(new GrpcDataServer(std::move(impl)));
 }
 

@@ -1,0 +1,230 @@
+// The scrubber. See scrubber.h.
+#include "server/repair/scrubber.h"
+
+#include <map>
+#include <vector>
+
+#include "common/logging.h"
+#include "server/repair/pg_sync.h"
+#include "server/repair/throttle.h"
+
+namespace aquifer::server {
+namespace {
+constexpr size_t kMaxQueued = 10000;
+constexpr uint32_t kScanPage = 256;
+thread_local bool in_scrubber = false;  // reads by the scrubber do not queue repairs
+}  // namespace
+
+Scrubber::Scrubber(ChunkStore* store, PeerLink* peers,
+                   std::function<Result<ClusterView>()> get_map, std::function<ServerId()> self,
+                   ScrubOptions options)
+    : store_(store),
+      peers_(peers),
+      get_map_(std::move(get_map)),
+      self_(std::move(self)),
+      options_(options) {}
+
+Scrubber::~Scrubber() { Stop(); }
+
+void Scrubber::Start() {
+  thread_ = std::thread([this] {
+    in_scrubber = true;
+    Loop();
+  });
+}
+
+void Scrubber::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scrubber::QueueRepair(const ChunkId& id, uint64_t version) {
+  if (in_scrubber) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueued || !queued_.insert({id, version}).second) return;
+    queue_.emplace_back(id, version);
+  }
+  cv_.notify_all();
+}
+
+void Scrubber::RequestPass() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pass_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+ScrubCounters Scrubber::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+bool Scrubber::Sleep(std::chrono::nanoseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (d.count() > 0) cv_.wait_for(lock, d, [this] { return stopping_; });
+  return !stopping_;
+}
+
+void Scrubber::Loop() {
+  using Clock = std::chrono::steady_clock;
+  const bool periodic = options_.interval.count() > 0;
+  auto next_pass = Clock::now() + options_.interval;
+  while (true) {
+    bool run_pass = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto ready = [&] {
+        return stopping_ || pass_requested_ || !queue_.empty() ||
+               (periodic && Clock::now() >= next_pass);
+      };
+      if (periodic) {
+        cv_.wait_until(lock, next_pass, ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
+      if (stopping_) return;
+      run_pass = pass_requested_ || (periodic && Clock::now() >= next_pass);
+      pass_requested_ = false;
+    }
+    DrainQueue();
+    if (run_pass) {
+      next_pass = Clock::now() + options_.interval;
+      Pass();
+    }
+  }
+}
+
+void Scrubber::DrainQueue() {
+  while (true) {
+    std::pair<ChunkId, uint64_t> item;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ || queue_.empty()) return;
+      item = queue_.front();
+      queue_.pop_front();
+      queued_.erase(item);
+    }
+    for (const ChunkVersion& v : store_->Versions(item.first)) {
+      if (v.version == item.second) {
+        if (!Check(item.first, v.version, v.placement, /*from_queue=*/true)) return;
+      }
+    }
+  }
+}
+
+bool Scrubber::Check(const ChunkId& id, uint64_t version, const ChunkPlacement& placement,
+                     bool from_queue) {
+  std::string data;
+  Result<ChunkReadInfo> r = store_->Read(id, version, 0, 0, &data);
+  if (!r.ok() && r.status().code() == Code::kNotFound) return true;  // deleted meanwhile
+  if (r.ok() && r->version != version) return true;                    // pruned meanwhile
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!from_queue) ++counters_.chunks_scrubbed;
+    if (r.ok() || r.status().code() != Code::kCorruption) return !stopping_;
+    ++counters_.corrupt_found;
+  }
+  Status s = Repair(id, version, placement);
+  auto log = Logger("data");
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.corrupt_repaired;
+    log->info("repair corrupt chunk={} version={}", id.ToString(), version);
+  } else {
+    log->error("cannot repair corrupt chunk={} version={}: {}", id.ToString(), version,
+               s.ToString());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stopping_;
+}
+
+Status Scrubber::Repair(const ChunkId& id, uint64_t version, const ChunkPlacement& p) {
+  if (!p.known()) return Unavailable("chunk was written without placement: no stripe to rebuild from");
+  Result<ClusterView> map = get_map_();
+  if (!map.ok()) return map.status().WithPrefix("get cluster map");
+  const PgTargets* pg = map->Pg(p.pg_width, p.pg_index);
+  if (pg == nullptr || pg->targets.size() != p.pg_width) return NotFound("PG not in the cluster map");
+  const ServerId self = self_();
+  std::vector<std::string> sources(p.pg_width);
+  for (uint32_t j = 0; j < p.pg_width; ++j) {
+    if (j == id.position || pg->targets[j] == self) continue;
+    const PeerInfo* s = map->Server(pg->targets[j]);
+    if (s != nullptr && s->usable()) sources[j] = s->address;
+  }
+  Result<std::string> data = RebuildChunk(*peers_, id, version, p, sources, nullptr);
+  if (!data.ok()) return data.status();
+  // Rewrite in place at its version (the corrupt file is replaced atomically), unless the
+  // version went away meanwhile (pruned or deleted: then there is nothing to repair).
+  const std::vector<ChunkVersion> now = store_->Versions(id);
+  if (std::none_of(now.begin(), now.end(), [&](const ChunkVersion& v) { return v.version == version; })) {
+    return OkStatus();
+  }
+  return store_->Write(id, version, /*committed_version=*/0, *data, /*sync=*/true, p);
+}
+
+void Scrubber::Pass() {
+  auto log = Logger("data");
+  const auto start = std::chrono::steady_clock::now();
+  Throttle throttle(options_.rate_bytes_per_s);
+  auto sleep = [this](std::chrono::nanoseconds d) { return Sleep(d); };
+  std::set<std::pair<uint32_t, uint32_t>> pgs;  // PGs this server holds chunks of
+  ChunkId after;
+  const ScrubCounters before = counters();
+  for (bool eof = false; !eof;) {
+    std::vector<ChunkListEntry> page = store_->List(after, kScanPage, &eof);
+    for (const ChunkListEntry& e : page) {
+      after = e.id;
+      if (e.placement.known()) pgs.insert({e.placement.pg_width, e.placement.pg_index});
+      const auto wait = throttle.Charge(e.length_bytes);
+      if (!Sleep(wait)) return;
+      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return;
+      DrainQueue();
+    }
+    if (page.empty()) break;
+  }
+  // Stale chunks: per PG this server holds a position of, versions newer than ours elsewhere.
+  uint64_t stale = 0, stale_repaired = 0;
+  const ServerId self = self_();
+  Result<ClusterView> map = self.value() != 0 && !pgs.empty() ? get_map_() : Result<ClusterView>(Unavailable("skip"));
+  if (map.ok()) {
+    for (const auto& [width, index] : pgs) {
+      const PgTargets* pg = map->Pg(width, index);
+      if (pg == nullptr) continue;
+      for (uint32_t pos = 0; pos < pg->targets.size(); ++pos) {
+        if (pg->targets[pos] != self) continue;
+        PgSyncStats st;
+        Status s = SyncPgPosition({width, index, pos, ServerId(), /*only_newer=*/true}, *map,
+                                  *store_, *peers_, throttle, sleep, &st);
+        const uint64_t fixed = st.copied + st.rebuilt;
+        stale += fixed;  // unrebuildable ones are torn, uncommitted writes: not defects here
+        stale_repaired += fixed;
+        if (!s.ok()) {
+          if (!Sleep(std::chrono::nanoseconds(0))) return;
+          log->warn("scrub stale check pg={}/{} position={} failed: {}", width, index, pos,
+                    s.ToString());
+        }
+      }
+    }
+  }
+  ScrubCounters now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.corrupt_found += stale;
+    counters_.corrupt_repaired += stale_repaired;
+    ++counters_.passes;
+    now = counters_;
+  }
+  log->info("finish scrub pass chunks={} corrupt_found={} repaired={} stale={} seconds={:.2f}",
+            now.chunks_scrubbed - before.chunks_scrubbed,
+            now.corrupt_found - before.corrupt_found,
+            now.corrupt_repaired - before.corrupt_repaired, stale,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace aquifer::server
