@@ -26,7 +26,8 @@ constexpr fuse_ino_t kUnknownIno = 0xffffffff;  // d_ino of ".." (the parent is 
 
 Daemon& DaemonOf(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
 Client& ClientOf(fuse_req_t req) { return *DaemonOf(req).client; }
-FileHandle& HandleOf(fuse_file_info* fi) { return *reinterpret_cast<FileHandle*>(fi->fh); }
+SharedFile& SharedOf(fuse_file_info* fi) { return *reinterpret_cast<SharedFile*>(fi->fh); }
+OpenFile& FileOf(fuse_file_info* fi) { return *SharedOf(fi).current.load(); }
 
 spdlog::logger& Log() {
   static std::shared_ptr<spdlog::logger> logger = Logger("fuse");
@@ -54,48 +55,70 @@ Caller CallerOf(fuse_req_t req, bool with_groups = false) {
 
 mode_t UmaskOf(fuse_req_t req) { return fuse_req_ctx(req)->umask; }
 
-void RegisterOpenFile(Daemon& d, FileHandle* h) {
+// Takes a reference on the SharedFile of `inode`, if this mount has one. With `want_write`, only
+// a writable one qualifies.
+SharedFile* PinShared(Daemon& d, InodeId inode, bool want_write) {
   std::lock_guard lock(d.open_mu);
-  d.open_files.emplace(h->inode, h);
+  auto it = d.open_files.find(inode);
+  if (it == d.open_files.end() || (want_write && !it->second->writable)) return nullptr;
+  ++it->second->refs;
+  return it->second;
 }
 
-// Removes `h` from the registry and waits until no handler holds a pin on it.
-void UnregisterOpenFile(Daemon& d, FileHandle* h) {
+// Adds a freshly opened library handle to the inode's SharedFile (creating it) and takes a
+// reference. A writable handle becomes the current one.
+SharedFile* AddShared(Daemon& d, InodeId inode, std::unique_ptr<OpenFile> file, bool writable) {
+  std::lock_guard lock(d.open_mu);
+  SharedFile*& sf = d.open_files[inode];
+  if (sf == nullptr) {
+    sf = new SharedFile;
+    sf->inode = inode;
+  }
+  OpenFile* raw = file.get();
+  sf->files.push_back(std::move(file));
+  if (sf->current.load() == nullptr || (writable && !sf->writable)) {
+    sf->current.store(raw);
+    sf->writable = sf->writable || writable;
+  }
+  ++sf->refs;
+  return sf;
+}
+
+// Drops a reference; the last one releases every library handle (flushing buffered data).
+Status UnpinShared(Daemon& d, SharedFile* sf) {
   {
     std::lock_guard lock(d.open_mu);
-    auto [begin, end] = d.open_files.equal_range(h->inode);
-    for (auto it = begin; it != end; ++it) {
-      if (it->second == h) {
-        d.open_files.erase(it);
-        break;
-      }
-    }
+    if (--sf->refs > 0) return OkStatus();
+    d.open_files.erase(sf->inode);
   }
-  std::unique_lock lock(h->pin_mu);
-  h->pin_cv.wait(lock, [h] { return h->pins == 0; });
+  Status first;
+  // The writable handle last: a read-only handle's release does not touch data.
+  std::vector<std::unique_ptr<OpenFile>> files = std::move(sf->files);
+  OpenFile* current = sf->current.load();
+  for (auto& f : files) {
+    if (f.get() == current) continue;
+    Status s = d.client->Release(std::move(f));
+    if (first.ok() && !s.ok()) first = s;
+  }
+  for (auto& f : files) {
+    if (f == nullptr) continue;
+    Status s = d.client->Release(std::move(f));
+    if (first.ok() && !s.ok()) first = s;
+  }
+  delete sf;
+  return first;
 }
 
-// Writes and commits the buffered data of every open file of `inode` on this mount. Called before
-// an explicit time change (utimensat/futimens, as cp -a and tar do right before close), because
-// the commit at close records the time of the last write and would override the new times.
+// Writes and commits the buffered data of `inode` on this mount. Called before an explicit time
+// change (utimensat/futimens, as cp -a and tar do right before close), because the commit at
+// close records the time of the last write and would override the new times.
 void FlushOpenFilesOf(Daemon& d, InodeId inode) {
-  std::vector<FileHandle*> pinned;
-  {
-    std::lock_guard lock(d.open_mu);
-    auto [begin, end] = d.open_files.equal_range(inode);
-    for (auto it = begin; it != end; ++it) {
-      std::lock_guard pin(it->second->pin_mu);
-      ++it->second->pins;
-      pinned.push_back(it->second);
-    }
-  }
-  for (FileHandle* h : pinned) {
-    Status s = d.client->Flush(*h->file);
-    if (!s.ok()) Log().warn("flush before time change inode={} status={}", inode.value(), s.ToString());
-    std::lock_guard pin(h->pin_mu);
-    --h->pins;
-    h->pin_cv.notify_all();
-  }
+  SharedFile* sf = PinShared(d, inode, /*want_write=*/true);
+  if (sf == nullptr) return;
+  Status s = d.client->Flush(*sf->current.load());
+  if (!s.ok()) Log().warn("flush before time change inode={} status={}", inode.value(), s.ToString());
+  s = UnpinShared(d, sf);
+  if (!s.ok()) Log().warn("release after time change inode={} status={}", inode.value(), s.ToString());
 }
 
 // Replies with the errno of `status`; one debug line per failure (the caller sees the errno).
@@ -359,58 +382,78 @@ void OnRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 // Files
 
 // Fills fi for an opened file and replies (open or create). If the reply does not reach the
-// kernel (request interrupted), RELEASE will never come: release the file here.
-void ReplyOpened(fuse_req_t req, Client::Opened opened, fuse_file_info* fi, bool create) {
+// kernel (request interrupted), RELEASE will never come: drop the reference here.
+void ReplyOpened(fuse_req_t req, SharedFile* sf, const Attributes& attr, fuse_file_info* fi,
+                 bool create) {
   Daemon& d = DaemonOf(req);
-  const InodeId inode = opened.attr.inode;
-  InodeTable::OpenDecision dec = d.inodes.RecordOpen(inode, opened.attr);
+  const InodeId inode = attr.inode;
+  InodeTable::OpenDecision dec = d.inodes.RecordOpen(inode, attr);
   if (!create && dec.attrs_changed && d.session != nullptr) {
     // Close-to-open: the file changed since the kernel last heard of it (another client wrote
     // it). Drop the kernel's cached size/mtime so reads see the new end; keep_cache = 0 below
     // drops its pages. Attribute-only invalidation (offset < 0) takes no inode lock.
     fuse_lowlevel_notify_inval_inode(d.session, inode.value(), -1, 0);
   }
-  auto* h = new FileHandle{inode, std::move(opened.file)};
-  fi->fh = reinterpret_cast<uint64_t>(h);
+  fi->fh = reinterpret_cast<uint64_t>(sf);
   fi->keep_cache = dec.keep_cache ? 1 : 0;
   fi->direct_io = 0;  // page cache on: needed for shared writable mmap
-  RegisterOpenFile(d, h);
   int rc;
   if (create) {
-    fuse_entry_param e = ToEntry(d, opened.attr);
-    d.inodes.AddLookup(inode, opened.attr);
+    fuse_entry_param e = ToEntry(d, attr);
+    d.inodes.AddLookup(inode, attr);
     rc = fuse_reply_create(req, &e, fi);
     if (rc != 0) d.inodes.Forget(inode, 1);
   } else {
     rc = fuse_reply_open(req, fi);
   }
   if (rc != 0) {
-    UnregisterOpenFile(d, h);
-    Status s = d.client->Release(std::move(h->file));
-    if (!s.ok()) Log().warn("release file after failed open reply inode={} status={}",
-                            inode.value(), s.ToString());
-    delete h;
+    Status s = UnpinShared(d, sf);
+    if (!s.ok()) Log().warn("release after failed open reply inode={} status={}", inode.value(),
+                            s.ToString());
   }
 }
 
+// O_APPEND is not passed to the library: without writeback cache the kernel computes each
+// append's offset from the inode size it maintains, and every descriptor shares one handle.
+int LibraryFlags(int flags) { return flags & ~O_APPEND; }
+bool WantsWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Result<Client::Opened> o = ClientOf(req).Open(InodeId(ino), fi->flags, CallerOf(req, true));
+  Daemon& d = DaemonOf(req);
+  const InodeId inode(ino);
+  if (SharedFile* sf = PinShared(d, inode, WantsWrite(fi->flags))) {
+    // Another descriptor of this mount has the file open: share its handle.
+    Result<Attributes> a = (WantsWrite(fi->flags) && (fi->flags & O_TRUNC))
+                               ? d.client->SetAttr(inode, AttrChanges{.size_bytes = 0},
+                                                   CallerOf(req, true))
+                               : d.client->GetAttr(inode);
+    if (!a.ok()) {
+      Status s = UnpinShared(d, sf);
+      (void)s;
+      return ReplyError(req, a.status(), "open");
+    }
+    return ReplyOpened(req, sf, *a, fi, /*create=*/false);
+  }
+  Result<Client::Opened> o = d.client->Open(inode, LibraryFlags(fi->flags), CallerOf(req, true));
   if (!o.ok()) return ReplyError(req, o.status(), "open");
-  ReplyOpened(req, std::move(*o), fi, /*create=*/false);
+  SharedFile* sf = AddShared(d, inode, std::move(o->file), WantsWrite(fi->flags));
+  ReplyOpened(req, sf, o->attr, fi, /*create=*/false);
 }
 
 void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
+  Daemon& d = DaemonOf(req);
   mode_t m = S_IFREG | (mode & 07777 & ~UmaskOf(req));
   Result<Client::Opened> o =
-      ClientOf(req).Create(InodeId(parent), name, m, fi->flags, CallerOf(req, true));
+      d.client->Create(InodeId(parent), name, m, LibraryFlags(fi->flags), CallerOf(req, true));
   if (!o.ok()) return ReplyError(req, o.status(), "create");
-  ReplyOpened(req, std::move(*o), fi, /*create=*/true);
+  SharedFile* sf = AddShared(d, o->attr.inode, std::move(o->file), WantsWrite(fi->flags));
+  ReplyOpened(req, sf, o->attr, fi, /*create=*/true);
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   std::unique_ptr<std::byte[]> buf(new std::byte[size]);  // uninitialized; Read fills it
-  Result<size_t> n = ClientOf(req).Read(*HandleOf(fi).file, static_cast<uint64_t>(off),
+  Result<size_t> n = ClientOf(req).Read(FileOf(fi), static_cast<uint64_t>(off),
                                         std::span<std::byte>(buf.get(), size));
   if (!n.ok()) return ReplyError(req, n.status(), "read");
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
@@ -419,7 +462,7 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
              fuse_file_info* fi) {
   Result<size_t> n =
-      ClientOf(req).Write(*HandleOf(fi).file, static_cast<uint64_t>(off),
+      ClientOf(req).Write(FileOf(fi), static_cast<uint64_t>(off),
                           std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
   if (!n.ok()) return ReplyError(req, n.status(), "write");
   fuse_reply_write(req, *n);
@@ -432,12 +475,12 @@ constexpr LockRange kWholeFileUnlock{.type = F_UNLCK, .start = 0, .end = UINT64_
 // handles locks itself).
 void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
-  FileHandle& h = HandleOf(fi);
-  Status s = d.client->Flush(*h.file);
-  if (d.inodes.HasPosixLocks(h.inode)) {
-    Status u = d.client->SetLock(h.inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/false,
+  SharedFile& sf = SharedOf(fi);
+  Status s = d.client->Flush(*sf.current.load());
+  if (d.inodes.HasPosixLocks(sf.inode)) {
+    Status u = d.client->SetLock(sf.inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/false,
                                  /*wait=*/false);
-    if (!u.ok()) Log().warn("unlock posix locks at close inode={} status={}", h.inode.value(),
+    if (!u.ok()) Log().warn("unlock posix locks at close inode={} status={}", sf.inode.value(),
                             u.ToString());
   }
   ReplyStatus(req, s, "flush");
@@ -445,27 +488,24 @@ void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
-  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  SharedFile* sf = &SharedOf(fi);
   if (fi->flock_release) {
-    Status u = d.client->SetLock(h->inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/true,
+    Status u = d.client->SetLock(sf->inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/true,
                                  /*wait=*/false);
-    if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", h->inode.value(),
+    if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", sf->inode.value(),
                             u.ToString());
   }
-  UnregisterOpenFile(d, h);
-  Status s = d.client->Release(std::move(h->file));
-  delete h;
-  ReplyStatus(req, s, "release");
+  ReplyStatus(req, UnpinShared(d, sf), "release");
 }
 
 void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  ReplyStatus(req, ClientOf(req).Fsync(*HandleOf(fi).file, datasync != 0), "fsync");
+  ReplyStatus(req, ClientOf(req).Fsync(FileOf(fi), datasync != 0), "fsync");
 }
 
 void OnFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                  fuse_file_info* fi) {
   ReplyStatus(req,
-              ClientOf(req).Fallocate(*HandleOf(fi).file, mode, static_cast<uint64_t>(offset),
+              ClientOf(req).Fallocate(FileOf(fi), mode, static_cast<uint64_t>(offset),
                                       static_cast<uint64_t>(length)),
               "fallocate");
 }
@@ -721,19 +761,22 @@ const fuse_lowlevel_ops& Operations() {
 }
 
 int ReleaseAllOpenFiles(Daemon& d) {
-  std::unordered_multimap<InodeId, FileHandle*> left;
+  std::vector<SharedFile*> left;
   {
     std::lock_guard lock(d.open_mu);
-    left.swap(d.open_files);
+    for (auto& [inode, sf] : d.open_files) {
+      sf->refs = 1;  // the kernel is gone: only this release remains
+      left.push_back(sf);
+    }
   }
   int failed = 0;
-  for (auto& [inode, h] : left) {
-    Status s = d.client->Release(std::move(h->file));
+  for (SharedFile* sf : left) {
+    const InodeId inode = sf->inode;
+    Status s = UnpinShared(d, sf);
     if (!s.ok()) {
       ++failed;
-      Log().error("release open file at exit inode={} status={}", h->inode.value(), s.ToString());
+      Log().error("release open file at exit inode={} status={}", inode.value(), s.ToString());
     }
-    delete h;
   }
   if (!left.empty()) Log().info("released open files at exit count={} failed={}", left.size(), failed);
   return failed;

@@ -13,7 +13,8 @@
 
 #include <memory>
 #include <mutex>
-#include <condition_variable>
+#include <atomic>
+#include <vector>
 #include <unordered_map>
 
 #include "aquifer/client.h"
@@ -22,15 +23,17 @@
 
 namespace aquifer::fuse {
 
-// One open file of the kernel (fi->fh points to it).
-struct FileHandle {
+// Every kernel open of one inode on this mount shares one SharedFile, so that all descriptors of
+// a file see one write buffer and one size (two descriptors with O_APPEND, two processes writing
+// one SQLite database, mmap write-back through any descriptor). The library handle in use is the
+// writable one once any descriptor opened for write; earlier read-only handles stay alive until
+// the last close. fi->fh points to the SharedFile.
+struct SharedFile {
   InodeId inode;
-  std::unique_ptr<OpenFile> file;
-  // Pins held by a handler that reached this handle through Daemon::open_files rather than the
-  // kernel's fi (see FlushOpenFilesOf); RELEASE waits until they are dropped.
-  std::mutex pin_mu;  // guards pins
-  std::condition_variable pin_cv;
-  int pins = 0;
+  std::atomic<OpenFile*> current{nullptr};  // reads and writes go here
+  bool writable = false;                    // current is open for write; guarded by open_mu
+  int refs = 0;                             // kernel opens + handler pins; guarded by open_mu
+  std::vector<std::unique_ptr<OpenFile>> files;  // owned library handles; guarded by open_mu
 };
 
 // State shared by all handlers of one mount; fuse_req_userdata() points to it.
@@ -40,10 +43,9 @@ struct Daemon {
   InodeTable inodes;
   fuse_session* session = nullptr;
 
-  // Open files by inode: to flush them before a time change, and to release them all at exit.
-  // Lock order: open_mu before FileHandle::pin_mu; neither is held across an RPC.
-  std::mutex open_mu;  // guards open_files
-  std::unordered_multimap<InodeId, FileHandle*> open_files;
+  // Open files by inode. Never held across an RPC.
+  std::mutex open_mu;  // guards open_files and the SharedFile fields it says
+  std::unordered_map<InodeId, SharedFile*> open_files;
 };
 
 // The operation table to pass to fuse_session_new, with a Daemon* as userdata.
