@@ -362,5 +362,136 @@ TEST_F(ChunkStoreTest, KillMidWriteLeavesOldOrNewVersionWhole) {
               static_cast<unsigned long long>(temp_files_removed));
 }
 
+// --- placement (docs/repair.md) ---------------------------------------------------------------
+
+ChunkPlacement Ec(uint32_t pg_index, uint64_t stripe_bytes) {
+  return ChunkPlacement{.pg_width = 6, .k = 4, .m = 2, .pg_index = pg_index,
+                        .unit_bytes = 64 * 1024, .replicated = false,
+                        .stripe_bytes = stripe_bytes};
+}
+
+TEST_F(ChunkStoreTest, KeepsPlacementInHeaderAndNameAcrossReopen) {
+  const std::string data = RandomBytes(100 * kKiB, 11);
+  const ChunkPlacement p = Ec(7, 300 * kKiB);
+  ASSERT_TRUE(store_->Write(kA, 3, 0, data, true, p).ok());
+  std::string out;
+  auto r = store_->Read(kA, 0, 0, 0, &out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(r->placement, p);
+  Reopen();
+  r = store_->Read(kA, 0, 10, 5, &out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->placement, p);
+  EXPECT_EQ(out, data.substr(10, 5));
+  auto reader = store_->OpenReader(kA, 0);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->placement(), p);
+  ASSERT_EQ(store_->Versions(kA).size(), 1u);
+  EXPECT_EQ(store_->Versions(kA)[0].placement, p);
+  // Format 2 header: 64 bytes, a 32-byte placement record, 2 block CRCs.
+  EXPECT_EQ(store_->Stats().used_bytes, 64u + 32 + 8 + data.size());
+}
+
+TEST_F(ChunkStoreTest, ChunksWithoutPlacementStillReadAfterPlacementChunksJoin) {
+  ASSERT_TRUE(store_->Write(kA, 1, 0, "old format", true).ok());  // format 1 file
+  ASSERT_TRUE(store_->Write(kB, 1, 0, "new format", true, Ec(1, 10)).ok());
+  Reopen();
+  std::string out;
+  auto r = store_->Read(kA, 0, 0, 0, &out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(out, "old format");
+  EXPECT_FALSE(r->placement.known());
+  EXPECT_EQ(ReadAll(kB), "new format");
+}
+
+TEST_F(ChunkStoreTest, DetectsPlacementThatDiffersBetweenNameAndHeader) {
+  ASSERT_TRUE(store_->Write(kA, 1, 0, "payload", true, Ec(2, 7)).ok());
+  const std::string path = store_->ChunkPath(kA, 1, 7, Ec(2, 7));
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "\x05", 1, 68), 1);  // pg_index in the placement record
+  close(fd);
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 0, 0, 0, &out).status().code(), Code::kCorruption);
+}
+
+TEST_F(ChunkStoreTest, RejectsInconsistentPlacement) {
+  ChunkPlacement bad = Ec(0, 10);
+  bad.pg_width = 5;  // != k + m
+  EXPECT_EQ(store_->Write(kA, 1, 0, "x", true, bad).code(), Code::kInvalidArgument);
+  const ChunkId far{InodeId(1), 0, 6};  // position past the PG's width
+  EXPECT_EQ(store_->Write(far, 1, 0, "x", true, Ec(0, 10)).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(store_->Versions(kA).empty());
+}
+
+TEST_F(ChunkStoreTest, ListsOnePlacementGroupAcrossPagesAndDeletesOnePosition) {
+  // PG 3: inodes 10..14, stripe 0, positions 0 and 1; PG 4: inode 20; no placement: inode 30.
+  for (uint64_t ino = 10; ino < 15; ++ino) {
+    for (uint32_t pos = 0; pos < 2; ++pos) {
+      ASSERT_TRUE(store_->Write({InodeId(ino), 0, pos}, 2, 0, "c", true, Ec(3, 100)).ok());
+    }
+  }
+  ASSERT_TRUE(store_->Write({InodeId(12), 0, 0}, 3, 0, "c3", true, Ec(3, 100)).ok());
+  ASSERT_TRUE(store_->Write({InodeId(20), 0, 0}, 1, 0, "d", true, Ec(4, 100)).ok());
+  ASSERT_TRUE(store_->Write({InodeId(30), 0, 0}, 1, 0, "e", true).ok());
+  const PgFilter pg3{6, 3};
+  std::vector<ChunkListEntry> all;
+  ChunkId after;
+  int pages = 0;
+  for (bool eof = false; !eof; ++pages) {
+    auto page = store_->List(after, 3, &eof, &pg3);
+    for (const auto& e : page) after = e.id;
+    all.insert(all.end(), page.begin(), page.end());
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(pages, 4);     // 10 chunks, 3 a page
+  EXPECT_EQ(all.size(), 11u);  // (12,0,0) has versions 2 and 3
+  for (const auto& e : all) {
+    EXPECT_EQ(e.placement, Ec(3, 100));
+    EXPECT_GE(e.id.inode.value(), 10u);
+    EXPECT_LT(e.id.inode.value(), 15u);
+  }
+  bool eof = false;
+  EXPECT_EQ(store_->List({}, 100, &eof).size(), 13u);  // unfiltered: every version
+
+  auto deleted = store_->DeletePgPosition(6, 3, 1, true);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 5u);
+  Reopen();  // the per-PG index is rebuilt from file names
+  auto rest = store_->List({}, 100, &eof, &pg3);
+  EXPECT_EQ(rest.size(), 6u);
+  for (const auto& e : rest) EXPECT_EQ(e.id.position, 0u);
+  EXPECT_EQ(ReadAll({InodeId(20), 0, 0}), "d");
+  EXPECT_EQ(ReadAll({InodeId(30), 0, 0}), "e");
+  EXPECT_EQ(store_->Stats().chunk_count, 7u);
+}
+
+TEST_F(ChunkStoreTest, WriteIfAbsentNeverReplacesAStoredVersion) {
+  ASSERT_TRUE(store_->Write(kA, 5, 0, "client", true, Ec(1, 6)).ok());
+  EXPECT_EQ(store_->Write(kA, 5, 0, "rebuilt", true, Ec(1, 7), /*if_absent=*/true).code(),
+            Code::kAlreadyExists);
+  EXPECT_EQ(ReadAll(kA), "client");
+  EXPECT_TRUE(store_->Write(kA, 4, 0, "older", true, Ec(1, 5), /*if_absent=*/true).ok());
+  EXPECT_EQ(ReadAll(kA, 4), "older");
+  EXPECT_EQ(FilesInStore().size(), 2u);
+}
+
+TEST_F(ChunkStoreTest, TellsTheListenerAboutEveryCorruptRead) {
+  std::vector<std::pair<ChunkId, uint64_t>> heard;
+  store_->SetCorruptionListener([&](const ChunkId& id, uint64_t v) { heard.emplace_back(id, v); });
+  ASSERT_TRUE(store_->Write(kA, 2, 0, "payload", true, Ec(0, 7)).ok());
+  const std::string path = store_->ChunkPath(kA, 2, 7, Ec(0, 7));
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "X", 1, 64 + 32 + 4 + 1), 1);  // a data byte
+  close(fd);
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 0, 0, 0, &out).status().code(), Code::kCorruption);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].first, kA);
+  EXPECT_EQ(heard[0].second, 2u);
+}
+
 }  // namespace
 }  // namespace aquifer::server
