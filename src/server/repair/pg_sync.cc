@@ -191,6 +191,11 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
       // Scrub: stale chunks only. A chunk absent here may have been deleted by a GC task that
       // the others have not applied yet: never bring it back.
       if (task.only_newer && (local.empty() || version <= local_newest)) continue;
+      // An empty data chunk (past the stripe's bytes) is not stored by writers either.
+      if (!info.on_copy_source && !p.replicated && task.position < p.k &&
+          ExpectedChunkBytes(p, task.position) == 0) {
+        continue;
+      }
       const uint64_t bytes = info.on_copy_source ? info.copy_bytes
                                                  : ExpectedChunkBytes(p, task.position);
       if (std::any_of(local.begin(), local.end(),
