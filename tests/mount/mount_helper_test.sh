@@ -1,0 +1,58 @@
+#!/bin/bash
+# The daemon as mount(8) runs it: `mount -t fuse.aquifer` (through a mount.fuse.aquifer link, put
+# in /sbin for the test and removed after), fstab-style options, daemon mode, SIGTERM unmount that
+# flushes a file still open for write, fusermount3 -u, and clear errors for bad options.
+source "$(dirname "$0")/lib.sh"
+: "${AQ_MOUNT_HELPER:=$(dirname "$AQ_MOUNT_BIN")/mount.fuse.aquifer}"
+M=$AQ_SCRATCH/mnt
+mkdir -p "$M"
+aq_start_cluster
+
+# Bad input gets a clear message and a non-zero exit, before anything is mounted.
+out=$("$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$M" -o no_such_option 2>&1) && aq_fail "unknown option accepted"
+grep -q "no_such_option" <<<"$out" || aq_fail "no clear error for an unknown option: $out"
+out=$("$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$M" -o attr_timeout=x 2>&1) && aq_fail "bad attr_timeout accepted"
+grep -q "attr_timeout" <<<"$out" || aq_fail "no clear error for attr_timeout=x: $out"
+out=$("$AQ_MOUNT_BIN" 127.0.0.1:1 "$M" -f 2>&1) && aq_fail "mounted with no metadata server"
+grep -qi "cannot connect" <<<"$out" || aq_fail "no clear error without a metadata server: $out"
+aq_not_mounted "$M" || aq_fail "left a mount after errors"
+
+# mount -t fuse.aquifer, as from /etc/fstab: SOURCE DIR -o options.
+created_link=0
+if [ ! -e /sbin/mount.fuse.aquifer ]; then
+  ln -s "$AQ_MOUNT_HELPER" /sbin/mount.fuse.aquifer && created_link=1
+fi
+cleanup_link() { [ $created_link = 1 ] && rm -f /sbin/mount.fuse.aquifer; return 0; }
+trap 'cleanup_link; aq_teardown' EXIT
+AQ_MOUNTS+=("$M")
+timeout "$T" mount -t fuse.aquifer "$AQ_META_ADDR" "$M" \
+  -o "rw,_netdev,noauto,nofail,x-systemd.automount,attr_timeout=2,entry_timeout=2,log_file=$AQ_SCRATCH/helper.log" ||
+  aq_fail "mount -t fuse.aquifer"
+aq_is_mounted "$M" || aq_fail "mount(8) returned before the mount was up"
+daemon=""
+for d in /proc/[0-9]*; do
+  if tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "mount.fuse.aquifer $AQ_META_ADDR $M"; then daemon=${d#/proc/}; fi
+done
+[ -n "$daemon" ] || aq_fail "no daemon process for $M"
+AQ_MOUNT_PIDS+=("$daemon")
+grep -q "aquifer:$AQ_META_ADDR $M fuse.aquifer" /proc/mounts || aq_fail "mount table entry"
+echo hello >"$M/hello" && [ "$(cat "$M/hello")" = hello ] || aq_fail "I/O through mount(8) mount"
+
+# SIGTERM with a file still open for write: the daemon unmounts and flushes it.
+aq_random_file "$AQ_SCRATCH/payload" 3 51
+exec 9>"$M/open_at_exit"
+cat "$AQ_SCRATCH/payload" >&9
+kill -TERM "$daemon"
+aq_wait_for 20 "the daemon to exit after SIGTERM" aq_pid_gone "$daemon"
+exec 9>&-
+aq_wait_for 10 "the mount to go" aq_not_mounted "$M"
+grep -q "released open files at exit count=1 failed=0" "$AQ_SCRATCH/helper.log" ||
+  aq_fail "the open file was not released at exit: $(tail -3 "$AQ_SCRATCH/helper.log")"
+
+# fusermount3 -u of a foreground mount; the data above must be there.
+aq_mount "$M"
+aq_same "$AQ_SCRATCH/payload" "$M/open_at_exit"
+[ "$(cat "$M/hello")" = hello ] || aq_fail "hello lost"
+aq_umount "$M"
+aq_not_mounted "$M" || aq_fail "still mounted after fusermount3 -u"
+echo "PASS mount_helper"
