@@ -123,6 +123,7 @@ uint64_t DataServer::pg_gc_tasks_applied() const {
 std::vector<MoveProgress> DataServer::move_progress() const {
   return moves_ ? moves_->Progress() : std::vector<MoveProgress>{};
 }
+uint64_t DataServer::move_catch_ups() const { return moves_ ? moves_->catch_ups_finished() : 0; }
 ScrubCounters DataServer::scrub_counters() const {
   return scrubber_ ? scrubber_->counters() : ScrubCounters{};
 }

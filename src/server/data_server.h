@@ -111,6 +111,8 @@ class DataServer {
   // Move tasks of the last heartbeat reply, with progress.
   std::vector<MoveProgress> move_progress() const;
   ScrubCounters scrub_counters() const;
+  // Catch-up passes of switched move tasks finished since start (tests).
+  uint64_t move_catch_ups() const;
   // Starts a scrub pass now (tests, operators); no-op before StartMembership.
   void RequestScrub();
 

@@ -324,7 +324,8 @@ TEST_F(RepairTest, CopiesFromTheSourceWhenItIsUpAndHonoursTheRateRoughly) {
   EXPECT_TRUE(store(3).Versions({InodeId(201), 0, 2}).empty());
   EXPECT_EQ(store(7).Stats().chunk_count, 17u);  // the destination keeps its copy
   // The done task left the reply: the destination ran one catch-up pass.
-  EXPECT_TRUE(WaitUntil([&] { return servers_[7]->core().move_progress().empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return servers_[7]->core().move_catch_ups() == 1; }));
+  EXPECT_TRUE(servers_[7]->core().move_progress().empty());
 }
 
 TEST_F(RepairTest, ResumesAfterTheDestinationRestarts) {
