@@ -31,7 +31,9 @@ timeout "$T" mount -t fuse.aquifer "$AQ_META_ADDR" "$M" \
 aq_is_mounted "$M" || aq_fail "mount(8) returned before the mount was up"
 daemon=""
 for d in /proc/[0-9]*; do
-  if tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "mount.fuse.aquifer $AQ_META_ADDR $M"; then daemon=${d#/proc/}; fi
+  if { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null | grep -q "mount.fuse.aquifer $AQ_META_ADDR $M"; then
+    daemon=${d#/proc/}
+  fi
 done
 [ -n "$daemon" ] || aq_fail "no daemon process for $M"
 AQ_MOUNT_PIDS+=("$daemon")

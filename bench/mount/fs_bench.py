@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""File-system benchmark through an Aquifer mount and, in the same run, a local directory.
+
+Usage: fs_bench.py --mount DIR --local DIR [--json FILE] [--seq-mib 256] [--small-files 3000]
+                   [--meta-files 2000]
+
+Rows (each measured on both directories; the table shows mount/local):
+  seq_write_mib_s    one 256 MiB file, 1 MiB writes, final fsync included
+  seq_read_mib_s     the same file read cold (echo 3 > /proc/sys/vm/drop_caches when allowed,
+                     else a fresh open after the page cache was dropped with fadvise), every
+                     1 MiB block verified against the written pattern
+  rand_read_4k_iops  fio: 4 KiB random reads, O_DIRECT, 4 jobs, 10 s, on the sequential file
+  small_create_s     3,000 files of 4..256 KiB in 100 class folders: files created per second
+  small_read_s       the same files read cold in random order by 2 threads with a CRC check
+  meta_<op>_s        2,000 empty files, one thread: create, stat, rename, unlink per second
+Random seeds are fixed and printed. Needs fio for the IOPS row (skipped if absent).
+"""
+import argparse, json, os, random, shutil, subprocess, sys, threading, time, zlib
+
+MIB = 1 << 20
+
+
+def drop_caches(paths):
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return "drop_caches"
+    except OSError:
+        for p in paths:  # best effort without the privilege
+            try:
+                fd = os.open(p, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+            except OSError:
+                pass
+        return "fadvise"
+
+
+def block(i):
+    """The 1 MiB pattern of block i: cheap to make and to verify."""
+    head = i.to_bytes(8, "little") * 8
+    return (head + bytes(range(256)) * 4)[:1024] * 1024
+
+
+def seq_write(d, mib):
+    path = os.path.join(d, "seq.bin")
+    fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o644)
+    t = time.perf_counter()
+    for i in range(mib):
+        os.write(fd, block(i))
+    os.fsync(fd)
+    os.close(fd)
+    return mib / (time.perf_counter() - t), path
+
+
+def seq_read(path, mib):
+    fd = os.open(path, os.O_RDONLY)
+    t = time.perf_counter()
+    for i in range(mib):
+        b = os.read(fd, MIB)
+        if b != block(i):
+            raise SystemExit(f"verify failed at block {i} of {path}")
+    os.close(fd)
+    return mib / (time.perf_counter() - t)
+
+
+def rand_read_iops(path):
+    if shutil.which("fio") is None:
+        return None
+    out = subprocess.run(
+        ["fio", "--name=rr", f"--filename={path}", "--rw=randread", "--bs=4k", "--direct=1",
+         "--numjobs=4", "--time_based", "--runtime=10", "--ioengine=psync", "--group_reporting",
+         "--randseed=1234", "--output-format=json"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        print(out.stderr, file=sys.stderr)
+        return None
+    return json.loads(out.stdout)["jobs"][0]["read"]["iops"]
+
+
+def small_files(d, count, seed):
+    rng = random.Random(seed)
+    root = os.path.join(d, "small")
+    os.mkdir(root)
+    files = []
+    for c in range(100):
+        os.mkdir(os.path.join(root, f"class{c:03d}"))
+    payload = rng.randbytes(256 * 1024)
+    t = time.perf_counter()
+    for i in range(count):
+        size = rng.randint(4 * 1024, 256 * 1024)
+        path = os.path.join(root, f"class{i % 100:03d}", f"img{i:05d}.bin")
+        off = rng.randint(0, len(payload) - size)
+        data = payload[off:off + size]
+        with open(path, "wb") as f:
+            f.write(data)
+        files.append((path, zlib.crc32(data)))
+    create_rate = count / (time.perf_counter() - t)
+    return create_rate, files
+
+
+def small_read(files, seed, threads=2):
+    order = list(files)
+    random.Random(seed).shuffle(order)
+    errors = []
+
+    def work(part):
+        for path, crc in part:
+            with open(path, "rb") as f:
+                if zlib.crc32(f.read()) != crc:
+                    errors.append(path)
+
+    parts = [order[i::threads] for i in range(threads)]
+    t = time.perf_counter()
+    ts = [threading.Thread(target=work, args=(p,)) for p in parts]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    rate = len(order) / (time.perf_counter() - t)
+    if errors:
+        raise SystemExit(f"{len(errors)} small files failed their checksum, e.g. {errors[0]}")
+    return rate
+
+
+def metadata(d, count):
+    root = os.path.join(d, "meta")
+    os.mkdir(root)
+    names = [os.path.join(root, f"f{i:05d}") for i in range(count)]
+    out = {}
+    t = time.perf_counter()
+    for n in names:
+        os.close(os.open(n, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    out["meta_create_s"] = count / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for n in names:
+        os.stat(n)
+    out["meta_stat_s"] = count / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for n in names:
+        os.rename(n, n + ".r")
+    out["meta_rename_s"] = count / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for n in names:
+        os.unlink(n + ".r")
+    out["meta_unlink_s"] = count / (time.perf_counter() - t)
+    return out
+
+
+def run(d, args, label):
+    res = {}
+    print(f"[{label}] sequential write {args.seq_mib} MiB", file=sys.stderr)
+    res["seq_write_mib_s"], path = seq_write(d, args.seq_mib)
+    how = drop_caches([path])
+    print(f"[{label}] cold sequential read ({how})", file=sys.stderr)
+    res["seq_read_mib_s"] = seq_read(path, args.seq_mib)
+    print(f"[{label}] 4 KiB random read IOPS", file=sys.stderr)
+    iops = rand_read_iops(path)
+    if iops is not None:
+        res["rand_read_4k_iops"] = iops
+    os.unlink(path)
+    print(f"[{label}] small files x{args.small_files}", file=sys.stderr)
+    res["small_create_s"], files = small_files(d, args.small_files, seed=args.seed)
+    drop_caches([p for p, _ in files])
+    res["small_read_s"] = small_read(files, seed=args.seed + 1)
+    print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
+    res.update(metadata(d, args.meta_files))
+    shutil.rmtree(os.path.join(d, "small"))
+    shutil.rmtree(os.path.join(d, "meta"))
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mount", required=True)
+    ap.add_argument("--local", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--seq-mib", type=int, default=256)
+    ap.add_argument("--small-files", type=int, default=3000)
+    ap.add_argument("--meta-files", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=20260)
+    args = ap.parse_args()
+    print(f"seed={args.seed}", file=sys.stderr)
+    local = run(args.local, args, "local")
+    mount = run(args.mount, args, "mount")
+    print(f"{'row':<20}{'mount':>14}{'local':>14}{'mount/local':>13}")
+    for k in mount:
+        m, l = mount[k], local.get(k)
+        ratio = f"{m / l:.3f}" if l else "-"
+        print(f"{k:<20}{m:>14.1f}{(l or 0):>14.1f}{ratio:>13}")
+    out = {"seed": args.seed, "mount": mount, "local": local,
+           "ratio": {k: mount[k] / local[k] for k in mount if local.get(k)}}
+    print(json.dumps(out))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
