@@ -90,15 +90,6 @@ Result<const ErasureCodec*> ChunkIo::CodecFor(uint32_t k, uint32_t m) {
 Status ChunkIo::WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                             std::span<const std::byte> bytes, uint64_t version,
                             uint64_t committed_version, bool sync) {
-  std::shared_ptr<const ClusterMap> map = this->map();
-  if (!map) return Unavailable("no cluster map");
-  Result<std::vector<ServerId>> targets = map->TargetsOf(layout, stripe);
-  if (!targets.ok()) {
-    AQ_RETURN_IF_ERROR(RefreshMap());
-    map = this->map();
-    targets = map->TargetsOf(layout, stripe);
-    if (!targets.ok()) return targets.status();
-  }
   const uint64_t len = bytes.size();
   const uint64_t unit = layout.unit_bytes;
   const bool replicated = IsReplicated(layout, len);
@@ -140,42 +131,102 @@ Status ChunkIo::WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe
     }
   }
 
-  const auto deadline = Clock::now() + options_.write_timeout;
-  std::vector<std::future<Status>> futures;
-  futures.reserve(chunks.size());
-  for (const auto& [position, chunk_bytes] : chunks) {
-    ServerId server = (*targets)[position];
-    Result<std::shared_ptr<DataClient>> client = ClientFor(server, *map);
-    if (!client.ok()) {
-      std::promise<Status> failed;
-      failed.set_value(client.status());
-      futures.push_back(failed.get_future());
-      continue;
+  ChunkPlacement placement;
+  placement.pg_width = layout.k + layout.m;
+  placement.k = layout.k;
+  placement.m = layout.m;
+  placement.unit_bytes = layout.unit_bytes;
+  placement.stripe_bytes = len;
+  placement.replicated = replicated;
+
+  // A data server that is neither target nor pending target of a position answers kStale (its
+  // map is newer than ours): refresh the map and write the stripe again (same version: the
+  // chunks that landed are replaced by identical ones).
+  constexpr int kMaxStaleRetries = 3;
+  for (int attempt = 0;; ++attempt) {
+    std::shared_ptr<const ClusterMap> map = this->map();
+    if (!map) return Unavailable("no cluster map");
+    Result<StripePlacement> where = map->PlacementOf(layout, stripe);
+    if (!where.ok()) {
+      AQ_RETURN_IF_ERROR(RefreshMap());
+      map = this->map();
+      where = map->PlacementOf(layout, stripe);
+      if (!where.ok()) return where.status();
     }
-    ChunkId id{inode, stripe, position};
-    std::span<const std::byte> payload = chunk_bytes;
-    std::shared_ptr<DataClient> dc = *client;
-    chunk_rpcs_.fetch_add(1);
-    futures.push_back(pool_.Submit([dc, id, version, committed_version, payload, sync, deadline] {
-      return dc->WriteChunk(id, version, committed_version, payload, sync, deadline);
-    }));
+    placement.pg_index = where->pg_index;
+    bool stale = false;
+    Status s = WriteChunks(inode, stripe, chunks, empty_landed, replicated ? 1 : layout.k,
+                           *where, *map, placement, version, committed_version, sync, &stale);
+    if (!stale || attempt >= kMaxStaleRetries) return s;
+    Logger("client")->debug("write stripe stale map ino={} stripe={} map_version={}",
+                            inode.value(), stripe, map->version);
+    AQ_RETURN_IF_ERROR(RefreshMap());
   }
-  uint32_t landed = empty_landed;
+}
+
+Status ChunkIo::WriteChunks(
+    InodeId inode, uint64_t stripe,
+    const std::vector<std::pair<uint32_t, std::span<const std::byte>>>& chunks,
+    uint32_t empty_landed, uint32_t needed, const StripePlacement& where, const ClusterMap& map,
+    const ChunkPlacement& placement, uint64_t version, uint64_t committed_version, bool sync,
+    bool* stale) {
+  const auto deadline = Clock::now() + options_.write_timeout;
+  // One write per (position, destination): the current target, and the pending target of a
+  // move in flight (docs/repair.md). A position counts as written when either landed.
+  struct Dispatch {
+    size_t chunk;  // index into chunks
+    ServerId server;
+    std::future<Status> result;
+  };
+  std::vector<Dispatch> dispatches;
+  dispatches.reserve(chunks.size() * 2);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const auto& [position, chunk_bytes] = chunks[c];
+    std::vector<ServerId> destinations{where.targets[position]};
+    const ServerId pending = where.pending[position];
+    if (pending.value() != 0 && pending != where.targets[position]) {
+      destinations.push_back(pending);
+    }
+    for (ServerId server : destinations) {
+      Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
+      if (!client.ok()) {
+        std::promise<Status> failed;
+        failed.set_value(client.status());
+        dispatches.push_back({c, server, failed.get_future()});
+        continue;
+      }
+      ChunkId id{inode, stripe, position};
+      std::span<const std::byte> payload = chunk_bytes;
+      std::shared_ptr<DataClient> dc = *client;
+      chunk_rpcs_.fetch_add(1);
+      dispatches.push_back(
+          {c, server,
+           pool_.Submit([dc, id, version, committed_version, payload, sync, placement,
+                         deadline] {
+             return dc->WriteChunk(id, version, committed_version, payload, sync, placement,
+                                   deadline);
+           })});
+    }
+  }
+  std::vector<bool> chunk_landed(chunks.size(), false);
   bool no_space = false;
   Status last_error;
-  for (size_t i = 0; i < futures.size(); ++i) {
-    Status s = futures[i].get();
+  for (Dispatch& d : dispatches) {
+    Status s = d.result.get();
     if (s.ok()) {
-      ++landed;
+      chunk_landed[d.chunk] = true;
       continue;
     }
     if (s.code() == Code::kNoSpace) no_space = true;
     if (s.code() == Code::kUnavailable) RequestRefresh();
+    if (s.code() == Code::kStale) *stale = true;
     last_error = s;
-    Logger("client")->debug("write chunk failed ino={} stripe={} position={} status={}",
-                            inode.value(), stripe, chunks[i].first, s.ToString());
+    Logger("client")->debug("write chunk failed ino={} stripe={} position={} server={} status={}",
+                            inode.value(), stripe, chunks[d.chunk].first, d.server.value(),
+                            s.ToString());
   }
-  const uint32_t needed = replicated ? 1 : layout.k;
+  uint32_t landed = empty_landed;
+  for (bool l : chunk_landed) landed += l ? 1 : 0;
   if (landed < needed) {
     std::string what = "stripe " + std::to_string(stripe) + " of inode " + inode.ToString() +
                        ": " + std::to_string(landed) + " chunks written, need " +
@@ -202,10 +253,25 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     if (!targets.ok()) return targets.status();
   }
   if (IsReplicated(layout, stripe_len)) {
+    // Any one copy of the highest version is usable: no older version to fall back to.
     return ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
                           wanted);
   }
-  return ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin, wanted);
+  // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
+  // commit (of another stripe) may make <= data_version. Those chunks can never decode; the
+  // servers still keep the version before them (the newest <= committed): read that one.
+  constexpr int kMaxVersionFallbacks = 4;
+  for (int fallback = 0;; ++fallback) {
+    uint64_t unusable_version = 0;
+    Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
+                         wanted, &unusable_version);
+    if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
+    Logger("client")->debug(
+        "read stripe skips partial version ino={} stripe={} version={} fallback={}",
+        inode.value(), stripe, unusable_version, fallback + 1);
+    version_fallbacks_.fetch_add(1);
+    max_version = unusable_version - 1;
+  }
 }
 
 Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
@@ -258,7 +324,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
 Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           const std::vector<ServerId>& targets, const ClusterMap& map,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                          std::span<std::byte> out) {
+                          std::span<std::byte> out, uint64_t* unusable_version) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -359,6 +425,39 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     }
     if (answered >= confident || !untried) {
       if (vmax == 0 && answered > 0) return OkStatus();  // never written: a hole, zeros
+      // Is vmax a whole version? The one the reader's bound names was committed, so its writer
+      // landed >= k chunks of every stripe it wrote. An older one may be what a crashed writer
+      // left (< k chunks) below a later commit: believe it once k positions (empty data
+      // chunks count) show it; probe the positions not tried yet to find out.
+      uint32_t at_vmax = 0, failed = 0;
+      for (uint32_t p = 0; p < width; ++p) {
+        if (chunk_len[p] == 0) {
+          ++at_vmax;
+        } else if (fetches[p].state == Fetch::State::kOk && fetches[p].version == vmax) {
+          ++at_vmax;
+        } else if (fetches[p].state == Fetch::State::kFailed) {
+          ++failed;
+        }
+      }
+      const bool whole = (max_version != 0 && vmax == max_version) || at_vmax >= k;
+      if (!whole && untried) {
+        std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
+        const uint64_t probe_end = ub - ua <= kMaxProbeBytes ? ub : ua + 1;
+        for (uint32_t p = 0; p < width; ++p) {
+          if (chunk_len[p] > 0 && fetches[p].state == Fetch::State::kNotTried) {
+            plan.emplace_back(p, ua, probe_end);
+          }
+        }
+        fetch_all(plan);
+        continue;
+      }
+      if (!whole && at_vmax + failed < k) {
+        // Even if every failed position held vmax it would have fewer than k chunks.
+        *unusable_version = vmax;
+        return Unavailable("stripe " + std::to_string(stripe) + " of inode " +
+                           inode.ToString() + ": version " + std::to_string(vmax) +
+                           " has fewer than k chunks");
+      }
       auto good = [&](uint32_t p, uint64_t b, uint64_t e) {
         return chunk_len[p] == 0 || (fetches[p].Covers(b, e) && fetches[p].version == vmax);
       };
@@ -427,6 +526,18 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       }
     }
     if (plan.empty()) {
+      // Every position answered or failed. If even the failed ones could not make k chunks of
+      // vmax, vmax was never written whole (a committed write lands >= k): an older version
+      // may be readable.
+      uint32_t good_count = 0, failed = 0;
+      for (uint32_t p = 0; p < width; ++p) {
+        if (chunk_len[p] == 0 || (fetches[p].Covers(ua, ub) && fetches[p].version == vmax)) {
+          ++good_count;
+        } else if (fetches[p].state == Fetch::State::kFailed) {
+          ++failed;
+        }
+      }
+      if (vmax > 0 && good_count + failed < k) *unusable_version = vmax;
       return Unavailable("stripe " + std::to_string(stripe) + " of inode " + inode.ToString() +
                          " cannot be read: fewer than k chunks of one version available");
     }

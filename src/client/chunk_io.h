@@ -6,7 +6,9 @@
 // parity chunks are written in parallel. Reads: only the needed data chunks (byte ranges), plus
 // enough other positions (at least m + 1 in all) that the highest version returned is the
 // stripe's current one; chunks of lower versions count as missing; down, slow (chunk_timeout) or
-// corrupt chunks are replaced by decoding from any k good ones.
+// corrupt chunks are replaced by decoding from any k good ones. Every chunk write carries its
+// ChunkPlacement; a position with a pending target (a move in flight) is written to both its
+// target and the pending one, and counts as written if either landed (docs/repair.md).
 // Thread-safe.
 #pragma once
 
@@ -19,6 +21,8 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "aquifer/client.h"
 #include "aquifer/erasure.h"
@@ -61,6 +65,8 @@ class ChunkIo {
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
   // past stripe_len, and never-written stripes, read as zeros.
+  // A version of which fewer than k chunks exist after every position answered (a writer that
+  // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
   // Errors: kUnavailable when the needed bytes cannot be read or decoded.
   Status ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe, uint64_t stripe_len,
                     uint64_t max_version, uint64_t begin, std::span<std::byte> out);
@@ -72,6 +78,7 @@ class ChunkIo {
   // Counters for tests and benchmarks.
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
+  uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
 
  private:
   struct Fetch;
@@ -85,7 +92,15 @@ class ChunkIo {
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                   std::span<std::byte> out);
+                   std::span<std::byte> out, uint64_t* unusable_version);
+  // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
+  // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
+  // *stale when a server answered kStale.
+  Status WriteChunks(InodeId inode, uint64_t stripe,
+                     const std::vector<std::pair<uint32_t, std::span<const std::byte>>>& chunks,
+                     uint32_t empty_landed, uint32_t needed, const StripePlacement& where,
+                     const ClusterMap& map, const ChunkPlacement& placement, uint64_t version,
+                     uint64_t committed_version, bool sync, bool* stale);
 
   MetaClient* meta_;
   Options options_;
@@ -100,6 +115,7 @@ class ChunkIo {
   std::atomic<bool> refresh_requested_{false};
   std::atomic<uint64_t> degraded_reads_{0};
   std::atomic<uint64_t> chunk_rpcs_{0};
+  std::atomic<uint64_t> version_fallbacks_{0};
 };
 
 }  // namespace aquifer::client

@@ -18,6 +18,28 @@ Result<std::vector<ServerId>> ClusterMap::TargetsOf(const Layout& layout, uint64
   return pg;
 }
 
+Result<StripePlacement> ClusterMap::PlacementOf(const Layout& layout, uint64_t stripe) const {
+  const uint32_t width = layout.k + layout.m;
+  auto it = pg_tables.find(width);
+  if (it == pg_tables.end() || it->second.empty()) {
+    return Unavailable("no placement groups of width " + std::to_string(width));
+  }
+  StripePlacement out;
+  out.pg_index = PgIndexOf(layout, stripe, static_cast<uint32_t>(it->second.size()));
+  out.targets = it->second[out.pg_index];
+  if (out.targets.size() != width) {
+    return Unavailable("placement group has " + std::to_string(out.targets.size()) +
+                       " targets, want " + std::to_string(width));
+  }
+  out.pending.assign(width, ServerId(0));
+  auto pending = pg_pending.find(width);
+  if (pending != pg_pending.end() && out.pg_index < pending->second.size() &&
+      pending->second[out.pg_index].size() == width) {
+    out.pending = pending->second[out.pg_index];
+  }
+  return out;
+}
+
 const ServerEntry* ClusterMap::Find(ServerId id) const {
   auto it = servers.find(id);
   return it == servers.end() ? nullptr : &it->second;

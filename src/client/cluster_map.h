@@ -20,6 +20,20 @@ struct ServerEntry {
   bool up = false;              // the metadata server hears its heartbeats
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
+  std::string state;            // "in", "draining" or "removed" (empty from an older server)
+  uint32_t pg_positions = 0;    // PG positions it is the target of, all widths
+  uint64_t chunks_scrubbed = 0; // scrub totals from its heartbeats (since it started)
+  uint64_t corrupt_found = 0;
+  uint64_t corrupt_repaired = 0;
+};
+
+// Where one stripe lives: its placement group's index in the table of width k + m, the current
+// target of each position (readers use these) and the pending target of each position (a move
+// in flight: writers also write there; ServerId 0 = none). Both have k + m entries.
+struct StripePlacement {
+  uint32_t pg_index = 0;
+  std::vector<ServerId> targets;
+  std::vector<ServerId> pending;
 };
 
 struct ClusterMap {
@@ -27,6 +41,9 @@ struct ClusterMap {
   std::map<ServerId, ServerEntry> servers;
   // width (k + m) -> placement groups, each an ordered list of width target server ids.
   std::map<uint32_t, std::vector<std::vector<ServerId>>> pg_tables;
+  // width -> per placement group: empty, or width entries, each 0 or the pending target of that
+  // position (docs/repair.md). Same shape as pg_tables.
+  std::map<uint32_t, std::vector<std::vector<ServerId>>> pg_pending;
   uint32_t default_k = 0;
   uint32_t default_m = 0;
   uint32_t default_unit_bytes = 0;
@@ -34,6 +51,9 @@ struct ClusterMap {
   // The k + m targets of stripe `stripe` of a file with `layout`, position i at index i.
   // Errors: kUnavailable when the map has no table of width k + m (or a PG of the wrong width).
   Result<std::vector<ServerId>> TargetsOf(const Layout& layout, uint64_t stripe) const;
+
+  // Targets and pending targets of stripe `stripe`. Errors: as TargetsOf.
+  Result<StripePlacement> PlacementOf(const Layout& layout, uint64_t stripe) const;
 
   // The server's entry, or nullptr when unknown.
   const ServerEntry* Find(ServerId id) const;

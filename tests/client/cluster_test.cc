@@ -11,6 +11,8 @@
 
 #include "aquifer/client.h"
 #include "aquifer/units.h"
+#include "client/rpc/data_client.h"
+#include "client/striping.h"
 #include "testing/process_cluster.h"
 
 namespace aquifer {
@@ -364,6 +366,74 @@ TEST_F(ClusterTest, DataSurvivesAMetadataServerRestart) {
   Result<std::string> read = other->ReadFile("/m", kRoot);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_TRUE(*read == blob);
+}
+
+// A writer that crashed mid-stripe left 2 (< k) chunks of its version on stripe 0; another
+// writer then committed a newer version by rewriting only stripe 2, which makes the crashed
+// version <= data_version. Stripe 0 must still read as the last whole version (the servers keep
+// it: it is the newest <= committed), not fail.
+TEST_F(ClusterTest, PartialStripeOfACrashedWriterBelowACommitReadsTheOlderVersion) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  std::string model = RandomBytes(12 * kMiB, 61);  // 3 stripes of 4 x 1 MiB
+  ASSERT_OK(client->WriteFile("/p", model, kRoot));
+  Result<Attributes> attr = client->Resolve("/p", kRoot);
+  ASSERT_TRUE(attr.ok());
+  const uint64_t v0 = attr->data_version;
+  const Layout layout = attr->layout;
+  ASSERT_EQ(layout.k, 4u);
+
+  // The crashed writer: positions 0 and 1 of stripe 0 at version v0 + 1, nothing else.
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Result<client::StripePlacement> where = map->PlacementOf(layout, 0);
+  ASSERT_TRUE(where.ok());
+  const uint64_t crashed_version = v0 + 1;
+  for (uint32_t position : {0u, 1u}) {
+    const client::ServerEntry* server = map->Find(where->targets[position]);
+    ASSERT_NE(server, nullptr);
+    auto dc = client::NewGrpcDataClient(server->address);
+    const std::string junk = RandomBytes(layout.unit_bytes, 70 + position);
+    client::ChunkPlacement placement{layout.k + layout.m, where->pg_index, layout.k, layout.m,
+                                     layout.unit_bytes, layout.stripe_bytes(), false};
+    ASSERT_OK(dc->WriteChunk(ChunkId{attr->inode, 0, position}, crashed_version, v0, Bytes(junk),
+                             /*sync=*/false, placement,
+                             std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  }
+
+  // Another writer commits a change to stripe 2 only.
+  auto writer = NewClient();
+  ASSERT_TRUE(writer);
+  {
+    Result<Client::Opened> opened = writer->Open(attr->inode, O_WRONLY, kRoot);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const std::string patch = RandomBytes(300 * kKiB, 62);
+    WriteAt(*writer, *opened->file, 9 * kMiB, patch);
+    model.replace(9 * kMiB, patch.size(), patch);
+    ASSERT_OK(writer->Release(std::move(opened->file)));
+  }
+  Result<Attributes> after = writer->Resolve("/p", kRoot);
+  ASSERT_TRUE(after.ok());
+  ASSERT_GE(after->data_version, crashed_version) << "the test needs the partial version to be "
+                                                     "at or below the new commit";
+
+  // A small read inside a partial chunk (a fresh client: nothing cached) must not take the
+  // partial version's bytes.
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<Client::Opened> opened = reader->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(opened.ok());
+  Result<std::string> piece = ReadAt(*reader, *opened->file, kMiB + 123, 5000);
+  ASSERT_TRUE(piece.ok()) << piece.status().ToString();
+  EXPECT_TRUE(*piece == model.substr(kMiB + 123, 5000));
+  auto whole_reader = NewClient();
+  ASSERT_TRUE(whole_reader);
+  Result<std::string> read = whole_reader->ReadFile("/p", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->substr(0, 4 * kMiB) == model.substr(0, 4 * kMiB)) << "stripe 0";
+  EXPECT_TRUE(*read == model);
+  ASSERT_OK(reader->Release(std::move(opened->file)));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "client/rpc/meta_client.h"
+#include "common/logging.h"
 
 #ifndef AQUIFER_META_BIN
 #define AQUIFER_META_BIN ""
@@ -32,6 +33,8 @@ constexpr std::chrono::milliseconds kPollInterval{10};
 ProcessCluster::ProcessCluster(ProcessClusterOptions options) : options_(std::move(options)) {
   // AQUIFER_TEST_LOG_LEVEL=debug makes the daemons' logs verbose when a test needs a look.
   if (const char* level = std::getenv("AQUIFER_TEST_LOG_LEVEL")) options_.log_level = level;
+  // AQUIFER_TEST_CLIENT_LOG_LEVEL=debug does the same for the client library in this process.
+  if (const char* level = std::getenv("AQUIFER_TEST_CLIENT_LOG_LEVEL")) SetupLogging(level);
   char tmpl[] = "/tmp/pcluster-XXXXXX";
   const char* dir = mkdtemp(tmpl);
   root_ = dir ? dir : "/tmp/pcluster-failed";
@@ -121,24 +124,105 @@ Status ProcessCluster::Start() {
                 "--heartbeat-timeout-ms", std::to_string(options_.heartbeat_timeout_ms),
                 "--session-ttl-ms", std::to_string(options_.session_ttl_ms), "--log-level",
                 options_.log_level};
+  auto knob = [&](const char* flag, int64_t value) {
+    if (value < 0) return;
+    meta_.args.push_back(flag);
+    meta_.args.push_back(std::to_string(value));
+  };
+  knob("--repair-delay-ms", options_.repair_delay_ms);
+  knob("--pg-gc-delay-ms", options_.pg_gc_delay_ms);
+  knob("--max-concurrent-moves", options_.max_concurrent_moves);
+  knob("--move-rate-mib", options_.move_rate_mib);
+  for (const std::string& f : options_.meta_flags) meta_.args.push_back(f);
   AQ_RETURN_IF_ERROR(Spawn(meta_, AQUIFER_META_BIN));
   meta_address_ = meta_.address;
   // Later restarts reuse the port, so clients reconnect to the same address.
   meta_.args[1] = meta_address_;
 
+  admin_ = client::NewGrpcMoveAdmin(meta_address_, std::chrono::milliseconds(5000));
   data_.resize(options_.data_servers);
-  for (int i = 0; i < options_.data_servers; ++i) {
-    Proc& p = data_[i];
-    p.name = "data" + std::to_string(i);
-    p.port_file = root_ + "/" + p.name + ".port";
-    const std::string dir = root_ + "/" + p.name;
-    fs::create_directories(dir);
-    p.args = {"--listen", "127.0.0.1:0", "--dir", dir, "--meta", meta_address_,
-              "--failure-domain", "fd" + std::to_string(i), "--port-file", p.port_file,
-              "--log-level", options_.log_level};
-    AQ_RETURN_IF_ERROR(Spawn(p, AQUIFER_DATA_BIN));
-  }
+  for (int i = 0; i < options_.data_servers; ++i) AQ_RETURN_IF_ERROR(SpawnDataServer(i));
   return WaitForUpDataServers(options_.data_servers);
+}
+
+Status ProcessCluster::SpawnDataServer(int i) {
+  Proc& p = data_[i];
+  p.name = "data" + std::to_string(i);
+  p.port_file = root_ + "/" + p.name + ".port";
+  const std::string dir = data_dir(i);
+  fs::create_directories(dir);
+  p.args = {"--listen", "127.0.0.1:0", "--dir", dir, "--meta", meta_address_,
+            "--failure-domain", "fd" + std::to_string(i), "--port-file", p.port_file,
+            "--log-level", options_.log_level};
+  for (const std::string& f : options_.data_flags) p.args.push_back(f);
+  return Spawn(p, AQUIFER_DATA_BIN);
+}
+
+std::string ProcessCluster::data_dir(int i) const { return root_ + "/data" + std::to_string(i); }
+
+std::string ProcessCluster::data_address(int i) const {
+  return i >= 0 && i < static_cast<int>(data_.size()) ? data_[i].address : std::string();
+}
+
+Result<int> ProcessCluster::AddDataServer() {
+  const int i = static_cast<int>(data_.size());
+  data_.emplace_back();
+  AQ_RETURN_IF_ERROR(SpawnDataServer(i));
+  const auto deadline = Clock::now() + options_.start_timeout;
+  Status last;
+  while (Clock::now() < deadline) {
+    Result<client::ClusterMap> map = GetClusterMap();
+    if (map.ok()) {
+      for (const auto& [id, s] : map->servers) {
+        if (s.address == data_[i].address && s.up) return i;
+      }
+      last = NotFound("data server " + data_[i].address + " not up in the map yet");
+    } else {
+      last = map.status();
+    }
+    std::this_thread::sleep_for(kPollInterval * 5);
+  }
+  return Unavailable("added data server did not come up: " + last.ToString() + "; logs in " +
+                     root_);
+}
+
+Result<client::ClusterMap> ProcessCluster::GetClusterMap() {
+  auto meta = client::NewGrpcMetaClient(meta_address_, std::chrono::milliseconds(2000));
+  return meta->GetClusterMap(0);
+}
+
+Result<ServerId> ProcessCluster::DataServerId(int i) {
+  if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
+  Result<client::ClusterMap> map = GetClusterMap();
+  if (!map.ok()) return map.status();
+  for (const auto& [id, s] : map->servers) {
+    if (s.address == data_[i].address) return id;
+  }
+  return NotFound("data server " + data_[i].address + " is not in the cluster map");
+}
+
+client::MoveAdmin& ProcessCluster::admin() {
+  if (!admin_) admin_ = client::NewGrpcMoveAdmin(meta_address_, std::chrono::milliseconds(5000));
+  return *admin_;
+}
+
+Status ProcessCluster::WaitForMovesDone(std::chrono::milliseconds timeout, bool allow_degraded) {
+  const auto deadline = Clock::now() + timeout;
+  std::string last = "no answer";
+  while (Clock::now() < deadline) {
+    Result<client::MovesStatus> moves = admin().GetMoves();
+    if (moves.ok()) {
+      if (moves->moves.empty() && (allow_degraded || moves->degraded_pgs == 0)) {
+        return OkStatus();
+      }
+      last = std::to_string(moves->moves.size()) + " tasks, " +
+             std::to_string(moves->degraded_pgs) + " degraded PGs: " + moves->message;
+    } else {
+      last = moves.status().ToString();
+    }
+    std::this_thread::sleep_for(kPollInterval * 10);
+  }
+  return Unavailable("moves not done by the deadline: " + last);
 }
 
 Status ProcessCluster::WaitForUpDataServers(int up) {
@@ -177,7 +261,7 @@ Status ProcessCluster::RestartDataServer(int i) {
   if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
   Proc& p = data_[i];
   if (p.pid > 0) Kill(p, SIGKILL);
-  AQ_RETURN_IF_ERROR(Spawn(p, AQUIFER_DATA_BIN));
+  AQ_RETURN_IF_ERROR(SpawnDataServer(i));
   int running = 0;
   for (const Proc& d : data_) running += d.pid > 0 ? 1 : 0;
   return WaitForUpDataServers(running);

@@ -1,7 +1,9 @@
 // ProcessCluster: a whole Aquifer cluster of real processes on 127.0.0.1 for tests and
 // benchmarks: one aquifer-meta and N aquifer-data binaries, kernel-chosen ports, a scratch
 // directory under /tmp, and handles to crash (kill -9), stop (SIGTERM) and restart any server.
-// The destructor kills every process it started and removes the scratch directory.
+// The destructor kills every process it started and removes the scratch directory. Also: extra
+// daemon flags (repair delay, PG GC delay, scrub knobs), AddDataServer for scale-out, and a
+// poll of GetMoves until repair/rebalance/drain finished.
 //
 // Binary paths come from CMake (AQUIFER_META_BIN, AQUIFER_DATA_BIN compile definitions).
 // Not thread-safe: drive it from the test's thread.
@@ -18,6 +20,8 @@
 #include "aquifer/client.h"
 #include "aquifer/status.h"
 #include "aquifer/units.h"
+#include "client/cluster_map.h"
+#include "client/rpc/move_admin.h"
 
 namespace aquifer::testing {
 
@@ -30,6 +34,13 @@ struct ProcessClusterOptions {
   uint32_t session_ttl_ms = 3000;        // client sessions expire after this silence
   std::string log_level = "warn";        // of the daemons; logs go to <scratch>/<name>.log
   std::chrono::milliseconds start_timeout{20000};  // for Start() and restarts
+  // aquifer-meta knobs of repair (docs/repair.md); -1 keeps the daemon's default.
+  int64_t repair_delay_ms = -1;        // --repair-delay-ms: a down server is repaired after this
+  int64_t pg_gc_delay_ms = -1;         // --pg-gc-delay-ms: a moved position's source GC delay
+  int64_t max_concurrent_moves = -1;   // --max-concurrent-moves, per destination
+  int64_t move_rate_mib = -1;          // --move-rate-mib, MiB/s per task
+  std::vector<std::string> meta_flags; // more aquifer-meta flags, appended as given
+  std::vector<std::string> data_flags; // more flags for every aquifer-data (e.g. scrub knobs)
 };
 
 class ProcessCluster {
@@ -49,6 +60,27 @@ class ProcessCluster {
   // The scratch directory (removed by the destructor).
   const std::string& scratch_dir() const { return root_; }
   int data_server_count() const { return static_cast<int>(data_.size()); }
+  // The chunk-store directory of data server i (chunk files live under <dir>/chunks/).
+  std::string data_dir(int i) const;
+  // host:port of data server i (its last start).
+  std::string data_address(int i) const;
+
+  // Starts one more aquifer-data (failure domain "fd<i>", its own directory) and waits until the
+  // cluster map shows it up. Returns its index i. Errors: as Start().
+  Result<int> AddDataServer();
+  // The metadata server's id of data server i, looked up by address in the cluster map.
+  // Errors: kNotFound when the map does not list it; kUnavailable when meta cannot be reached.
+  Result<ServerId> DataServerId(int i);
+  // The current cluster map (as a client sees it).
+  Result<client::ClusterMap> GetClusterMap();
+  // Repair/rebalance administration of this cluster's metadata server.
+  client::MoveAdmin& admin();
+
+  // Polls GetMoves until no move task is left (queued or running) and no PG is degraded, with
+  // `timeout` as the deadline. With `allow_degraded`, only the tasks must be gone (for clusters
+  // that cannot repair: no spare failure domain). Errors: kUnavailable at the deadline, with the
+  // last GetMoves summary in the message.
+  Status WaitForMovesDone(std::chrono::milliseconds timeout, bool allow_degraded = false);
 
   // kill -9 of data server i (0-based). The map marks it down after heartbeat_timeout_ms.
   Status CrashDataServer(int i);
@@ -76,6 +108,7 @@ class ProcessCluster {
     std::string address;
   };
   Status Spawn(Proc& proc, const std::string& binary);
+  Status SpawnDataServer(int i);
   Status WaitPortFile(Proc& proc);
   void Kill(Proc& proc, int signal);
 
@@ -84,6 +117,7 @@ class ProcessCluster {
   std::string meta_address_;
   Proc meta_;
   std::vector<Proc> data_;
+  std::unique_ptr<client::MoveAdmin> admin_;
 };
 
 // `bytes` pseudo-random bytes from `seed` (splitmix64), the same on every run.

@@ -49,10 +49,18 @@ class GrpcDataClient final : public DataClient {
   }
 
   Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
-                    std::span<const std::byte> data, bool sync,
+                    std::span<const std::byte> data, bool sync, const ChunkPlacement& placement,
                     std::chrono::steady_clock::time_point deadline) override {
     pb::WriteChunkRequest req;
     ToPb(id, req.mutable_key());
+    pb::ChunkPlacement* p = req.mutable_placement();
+    p->set_pg_width(placement.pg_width);
+    p->set_pg_index(placement.pg_index);
+    p->set_k(placement.k);
+    p->set_m(placement.m);
+    p->set_unit_bytes(placement.unit_bytes);
+    p->set_stripe_bytes(placement.stripe_bytes);
+    p->set_replicated(placement.replicated);
     req.set_version(version);
     req.set_committed_version(committed_version);
     req.set_data(reinterpret_cast<const char*>(data.data()), data.size());

@@ -18,6 +18,18 @@
 
 namespace aquifer::client {
 
+// Where a chunk belongs (proto ChunkPlacement; docs/repair.md), sent with every chunk write so a
+// data server can find every chunk of a placement group and rebuild any one chunk by itself.
+struct ChunkPlacement {
+  uint32_t pg_width = 0;       // k + m: which PG table
+  uint32_t pg_index = 0;       // index of the stripe's PG in that table
+  uint32_t k = 0;
+  uint32_t m = 0;
+  uint32_t unit_bytes = 0;     // stripe unit, bytes
+  uint64_t stripe_bytes = 0;   // file bytes in this stripe
+  bool replicated = false;     // true: positions 0..m hold copies; false: erasure coded
+};
+
 struct ChunkData {
   uint64_t version = 0;
   uint64_t chunk_length_bytes = 0;  // the whole chunk's length
@@ -29,9 +41,12 @@ class DataClient {
   virtual ~DataClient() = default;
 
   // Writes the whole chunk `id` at `version` (copy-on-write on the server). `committed_version`
-  // is the file's committed data_version. With sync, durable before return.
+  // is the file's committed data_version; `placement` is stored with the chunk. With sync,
+  // durable before return. kStale: the server is neither target nor pending target of this PG
+  // position in the map it knows (refresh the map, then retry).
   virtual Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
                             std::span<const std::byte> data, bool sync,
+                            const ChunkPlacement& placement,
                             std::chrono::steady_clock::time_point deadline) = 0;
 
   // Reads [offset, offset + length) (length 0 = to the end) of the newest version of chunk `id`

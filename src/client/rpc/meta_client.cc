@@ -347,14 +347,23 @@ class GrpcMetaClient final : public MetaClient {
       e.up = info.up();
       e.capacity_bytes = info.capacity_bytes();
       e.used_bytes = info.used_bytes();
+      e.state = info.state();
+      e.pg_positions = info.pg_positions();
+      e.chunks_scrubbed = info.chunks_scrubbed();
+      e.corrupt_found = info.corrupt_found();
+      e.corrupt_repaired = info.corrupt_repaired();
       map.servers[e.id] = std::move(e);
     }
     for (const pb::PgTable& table : resp.pg_tables()) {
       auto& pgs = map.pg_tables[table.width()];
+      auto& pending = map.pg_pending[table.width()];
       for (const pb::PlacementGroup& pg : table.pgs()) {
         std::vector<ServerId> targets;
         for (uint32_t t : pg.targets()) targets.push_back(ServerId(t));
         pgs.push_back(std::move(targets));
+        std::vector<ServerId> to;
+        for (uint32_t t : pg.pending()) to.push_back(ServerId(t));
+        pending.push_back(std::move(to));
       }
     }
     map.default_k = static_cast<uint32_t>(resp.default_k());
