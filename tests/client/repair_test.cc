@@ -140,6 +140,18 @@ class RepairTest : public ::testing::Test {
     }
     return ::testing::AssertionFailure() << last;
   }
+  // Polls GetMoves until a task is listed or one has completed.
+  ::testing::AssertionResult WaitForMovesPlanned(std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+      if (moves.ok() && (!moves->moves.empty() || moves->moves_completed > 0)) {
+        return ::testing::AssertionSuccess();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return ::testing::AssertionFailure() << "no move was planned";
+  }
   std::unique_ptr<ProcessCluster> cluster_;
 };
 
@@ -400,6 +412,8 @@ TEST_F(RepairTest, ScaleOutRebalancesUnderLoadThenDrainAndRemove) {
     Result<int> added = cluster_->AddDataServer();
     ASSERT_TRUE(added.ok()) << added.status().ToString();
   }
+  // Rebalance is planned by the metadata server's next tick: wait for it to start.
+  EXPECT_TRUE(WaitForMovesPlanned(std::chrono::seconds(20)));
   Status rebalanced = cluster_->WaitForMovesDone(std::chrono::seconds(45));
   stop.store(true);
   writer.join();
@@ -440,6 +454,82 @@ TEST_F(RepairTest, ScaleOutRebalancesUnderLoadThenDrainAndRemove) {
   auto after = NewClient();
   ASSERT_TRUE(after);
   EXPECT_EQ(all.Verify(*after), "");
+}
+
+// While moves are queued (slow copies, one at a time per destination), the map shows pending
+// targets; a writer writes every chunk of such a position to the pending target as well, so it
+// is there before any copy reaches it.
+TEST_F(RepairTest, WritesReachPendingTargetsOfMovesInFlight) {
+  ProcessClusterOptions o = FastOptions(6);
+  o.move_rate_mib = 1;
+  o.max_concurrent_moves = 1;
+  StartCluster(o);
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  DataSet data = DataSet::Make("/p-", 2, 12, 800);
+  ASSERT_OK(data.WriteAll(*client));
+
+  ASSERT_TRUE(cluster_->AddDataServer().ok());
+  // Wait until the map shows pending targets.
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  auto pending_count = [](const client::ClusterMap& m) {
+    int n = 0;
+    for (const auto& [width, pgs] : m.pg_pending) {
+      for (const auto& pg : pgs) {
+        for (ServerId s : pg) n += s.value() != 0 ? 1 : 0;
+      }
+    }
+    return n;
+  };
+  while (Clock::now() < deadline && (!map.ok() || pending_count(*map) == 0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    map = cluster_->GetClusterMap();
+  }
+  ASSERT_TRUE(map.ok());
+  ASSERT_GT(pending_count(*map), 0) << "no pending targets appeared";
+
+  // A client connected now has that map: rewrite every file.
+  auto writer = NewClient();
+  ASSERT_TRUE(writer);
+  int n = 0;
+  for (auto& [path, bytes] : data.files) {
+    bytes = RandomBytes(bytes.size(), 900 + n++);
+    ASSERT_OK(writer->WriteFile(path, bytes, kRoot));
+  }
+  // Every chunk of a position with a pending target is on that target at the new version.
+  int checked = 0;
+  for (const auto& [path, bytes] : data.files) {
+    Result<Attributes> attr = writer->Resolve(path, kRoot);
+    ASSERT_TRUE(attr.ok());
+    const Layout& layout = attr->layout;
+    const uint64_t stripes = (bytes.size() + layout.stripe_bytes() - 1) / layout.stripe_bytes();
+    for (uint64_t stripe = 0; stripe < stripes; ++stripe) {
+      const uint64_t len = std::min<uint64_t>(layout.stripe_bytes(),
+                                              bytes.size() - stripe * layout.stripe_bytes());
+      const bool replicated = len < layout.unit_bytes;
+      Result<client::StripePlacement> where = map->PlacementOf(layout, stripe);
+      ASSERT_TRUE(where.ok());
+      for (uint32_t p = 0; p < layout.k + layout.m; ++p) {
+        if (where->pending[p].value() == 0) continue;
+        if (replicated ? p > layout.m : (p < layout.k && p * layout.unit_bytes >= len)) continue;
+        const client::ServerEntry* to = map->Find(where->pending[p]);
+        ASSERT_NE(to, nullptr);
+        auto dc = client::NewGrpcDataClient(to->address);
+        Result<client::ChunkData> chunk = dc->ReadChunk(ChunkId{attr->inode, stripe, p}, 0, 0, 1,
+                                                        Clock::now() + std::chrono::seconds(5));
+        ASSERT_TRUE(chunk.ok()) << path << " stripe " << stripe << " position " << p << ": "
+                                << chunk.status().ToString();
+        EXPECT_EQ(chunk->version, attr->data_version) << path << " stripe " << stripe;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no chunk of the data set fell on a position with a pending target";
+  std::printf("checked %d chunks on pending targets\n", checked);
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(data.Verify(*reader), "");
 }
 
 }  // namespace
