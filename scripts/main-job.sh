@@ -4,19 +4,26 @@
 # mount at /tmp/aquifer-cluster/mnt), runs the main job (examples/lifecycle) on real data, prints
 # what it did, and leaves the cluster up.
 # usage: bash scripts/main-job.sh [run_lifecycle.sh flags: --samples N --epochs E --skip-kernel
-#        --kernel-subset DIR --workers W ...]      env: AQUIFER_ROOT (default /tmp/aquifer-cluster)
+#        --kernel-subset DIR --workers W ...]
+# env: AQUIFER_ROOT (default /tmp/aquifer-cluster); AQUIFER_BUILD_DIR (default build);
+#      AQUIFER_SKIP_BUILD=1 to reuse an existing build (no package install, no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 ROOT=${AQUIFER_ROOT:-/tmp/aquifer-cluster}
-AQ="$REPO/build/src/cli/aquifer"
+BUILD_DIR=${AQUIFER_BUILD_DIR:-build}
+AQ="$REPO/$BUILD_DIR/src/cli/aquifer"
 start=$SECONDS
 
-echo "== 1/4 install packages (scripts/install-deps.sh --with-data)"
-bash scripts/install-deps.sh --with-data
-echo "== 2/4 build (scripts/build.sh)"
-bash scripts/build.sh build
-echo "   built in $((SECONDS - start)) s"
+if [ "${AQUIFER_SKIP_BUILD:-0}" = 1 ]; then
+  echo "== 1-2/4 AQUIFER_SKIP_BUILD=1: using the build in $BUILD_DIR"
+else
+  echo "== 1/4 install packages (scripts/install-deps.sh --with-data)"
+  bash scripts/install-deps.sh --with-data
+  echo "== 2/4 build (scripts/build.sh $BUILD_DIR)"
+  bash scripts/build.sh "$BUILD_DIR"
+  echo "   built in $((SECONDS - start)) s"
+fi
 
 echo "== 3/4 start the local cluster at $ROOT"
 "$AQ" cluster up --root "$ROOT"

@@ -450,7 +450,7 @@ def cmd_summary(args):
             if line:
                 records.append(json.loads(line))
     log("")
-    log(f"{'stage':<24} {'seconds':>9}  throughput / result")
+    log(f"{'stage':<32} {'seconds':>9}  throughput / result")
     log("-" * 78)
     by = {}
     for r in records:
@@ -464,7 +464,7 @@ def cmd_summary(args):
             extra += (", " if extra else "") + r["note"]
         if "files" in r and "files_per_s" not in r:
             extra = f"{r['files']} files" + (", " + extra if extra else "")
-        log(f"{r['stage']:<24} {r.get('seconds', 0):>9.1f}  {extra}")
+        log(f"{r['stage']:<32} {r.get('seconds', 0):>9.1f}  {extra}")
     failures = []
     alone = [r for r in records if r["stage"] == "train"]
     together = [r for r in records if r["stage"] == "train_side_by_side"]
