@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <future>
 #include <vector>
 
@@ -178,16 +179,26 @@ Status ChunkIo::WriteChunks(
     ServerId server;
     std::future<Status> result;
   };
-  std::vector<Dispatch> dispatches;
-  dispatches.reserve(chunks.size() * 2);
+  std::vector<bool> chunk_landed(chunks.size(), false);
+  bool no_space = false;
+  Status last_error;
+  // A chunk write that fails to a server the map still shows up (a timeout under load, a
+  // dropped connection) is retried before the stripe is accepted as degraded: a stripe that lands
+  // on fewer than k + m targets while all are up would lose the promised tolerance of m failures.
+  constexpr int kMaxRounds = 3;
+  std::vector<std::pair<size_t, ServerId>> todo;
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const auto& [position, chunk_bytes] = chunks[c];
-    std::vector<ServerId> destinations{where.targets[position]};
+    const uint32_t position = chunks[c].first;
+    todo.emplace_back(c, where.targets[position]);
     const ServerId pending = where.pending[position];
-    if (pending.value() != 0 && pending != where.targets[position]) {
-      destinations.push_back(pending);
-    }
-    for (ServerId server : destinations) {
+    if (pending.value() != 0 && pending != where.targets[position]) todo.emplace_back(c, pending);
+  }
+  for (int round = 0; round < kMaxRounds && !todo.empty(); ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << round));
+    std::vector<Dispatch> dispatches;
+    dispatches.reserve(todo.size());
+    for (const auto& [c, server] : todo) {
+      const auto& [position, chunk_bytes] = chunks[c];
       Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
       if (!client.ok()) {
         std::promise<Status> failed;
@@ -207,23 +218,28 @@ Status ChunkIo::WriteChunks(
                                    deadline);
            })});
     }
-  }
-  std::vector<bool> chunk_landed(chunks.size(), false);
-  bool no_space = false;
-  Status last_error;
-  for (Dispatch& d : dispatches) {
-    Status s = d.result.get();
-    if (s.ok()) {
-      chunk_landed[d.chunk] = true;
-      continue;
+    todo.clear();
+    for (Dispatch& d : dispatches) {
+      Status s = d.result.get();
+      if (s.ok()) {
+        chunk_landed[d.chunk] = true;
+        continue;
+      }
+      if (s.code() == Code::kNoSpace) no_space = true;
+      if (s.code() == Code::kUnavailable) RequestRefresh();
+      if (s.code() == Code::kStale) *stale = true;
+      last_error = s;
+      Logger("client")->debug(
+          "write chunk failed ino={} stripe={} position={} server={} round={} status={}",
+          inode.value(), stripe, chunks[d.chunk].first, d.server.value(), round, s.ToString());
+      const ServerEntry* entry = map.Find(d.server);
+      const bool retryable = s.code() == Code::kUnavailable || s.code() == Code::kInternal;
+      if (retryable && entry != nullptr && entry->up && Clock::now() < deadline) {
+        todo.emplace_back(d.chunk, d.server);
+      }
     }
-    if (s.code() == Code::kNoSpace) no_space = true;
-    if (s.code() == Code::kUnavailable) RequestRefresh();
-    if (s.code() == Code::kStale) *stale = true;
-    last_error = s;
-    Logger("client")->debug("write chunk failed ino={} stripe={} position={} server={} status={}",
-                            inode.value(), stripe, chunks[d.chunk].first, d.server.value(),
-                            s.ToString());
+    // A retry is only worth it for a chunk that has not landed anywhere (dual writes count once).
+    std::erase_if(todo, [&](const auto& t) { return chunk_landed[t.first]; });
   }
   uint32_t landed = empty_landed;
   for (bool l : chunk_landed) landed += l ? 1 : 0;
