@@ -58,6 +58,18 @@ bool ChunkIo::RefreshIfRequested() {
   return true;
 }
 
+std::shared_ptr<const ClusterMap> ChunkIo::FreshMap() {
+  const auto now = Clock::now();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  int64_t last = last_sync_refresh_ms_.load();
+  if (now_ms - last >= 1000 && last_sync_refresh_ms_.compare_exchange_strong(last, now_ms)) {
+    Status s = RefreshMap();
+    if (!s.ok()) Logger("client")->debug("refresh cluster_map failed status={}", s.ToString());
+  }
+  return map();
+}
+
 std::shared_ptr<const ClusterMap> ChunkIo::map() const {
   std::lock_guard lock(mu_);
   return map_;
@@ -193,13 +205,22 @@ Status ChunkIo::WriteChunks(
     const ServerId pending = where.pending[position];
     if (pending.value() != 0 && pending != where.targets[position]) todo.emplace_back(c, pending);
   }
+  // Servers our map shows down may be back (the map is refreshed every 2 s in the background):
+  // before a stripe is accepted with missing chunks, the map is fetched again (at most once a
+  // second for all writers) and chunks for servers that are up now are written.
+  std::shared_ptr<const ClusterMap> fresh;
+  bool waited_for_down = false;
   for (int round = 0; round < kMaxRounds && !todo.empty(); ++round) {
-    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << round));
+    if (round > 0) {
+      if (!waited_for_down) std::this_thread::sleep_for(std::chrono::milliseconds(100 << round));
+      fresh = FreshMap();
+    }
+    const ClusterMap& current = fresh ? *fresh : map;
     std::vector<Dispatch> dispatches;
     dispatches.reserve(todo.size());
     for (const auto& [c, server] : todo) {
       const auto& [position, chunk_bytes] = chunks[c];
-      Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
+      Result<std::shared_ptr<DataClient>> client = ClientFor(server, current);
       if (!client.ok()) {
         std::promise<Status> failed;
         failed.set_value(client.status());
@@ -219,6 +240,7 @@ Status ChunkIo::WriteChunks(
            })});
     }
     todo.clear();
+    waited_for_down = true;
     for (Dispatch& d : dispatches) {
       Status s = d.result.get();
       if (s.ok()) {
@@ -232,9 +254,12 @@ Status ChunkIo::WriteChunks(
       Logger("client")->debug(
           "write chunk failed ino={} stripe={} position={} server={} round={} status={}",
           inode.value(), stripe, chunks[d.chunk].first, d.server.value(), round, s.ToString());
-      const ServerEntry* entry = map.Find(d.server);
+      const ServerEntry* entry = current.Find(d.server);
       const bool retryable = s.code() == Code::kUnavailable || s.code() == Code::kInternal;
-      if (retryable && entry != nullptr && entry->up && Clock::now() < deadline) {
+      if (retryable && Clock::now() < deadline) {
+        // Down in our map: retry only if a fresher map says it is up (checked next round).
+        // Up in our map but failing: a timeout or reset under load; back off and retry.
+        if (entry != nullptr && entry->up) waited_for_down = false;
         todo.emplace_back(d.chunk, d.server);
       }
     }

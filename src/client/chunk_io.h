@@ -54,6 +54,8 @@ class ChunkIo {
   // Refreshes when requested since the last refresh; returns whether it tried.
   bool RefreshIfRequested();
   std::shared_ptr<const ClusterMap> map() const;
+  // The map, fetched again first unless some thread did so in the last second.
+  std::shared_ptr<const ClusterMap> FreshMap();
 
   // Writes stripe `stripe` of `inode`, whose bytes are `bytes` (its whole length L, 0 < L <=
   // stripe_bytes), at `version`. Errors: kUnavailable when fewer than k (erasure-coded) or 1
@@ -112,6 +114,7 @@ class ChunkIo {
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCodec>> codecs_;
 
   std::mutex refresh_mu_;  // serializes map fetches
+  std::atomic<int64_t> last_sync_refresh_ms_{0};  // steady clock, of FreshMap's last fetch
   std::atomic<bool> refresh_requested_{false};
   std::atomic<uint64_t> degraded_reads_{0};
   std::atomic<uint64_t> chunk_rpcs_{0};

@@ -79,12 +79,12 @@ void Client::Impl::BackgroundLoop() {
     const auto now = Clock::now();
     if (now >= next_keepalive) {
       next_keepalive = now + keepalive_period;
-      Status s = meta_->KeepAlive(session());
+      const SessionId used = session();
+      Status s = meta_->KeepAlive(used);
       if (!s.ok() && s.code() != Code::kUnavailable) {
         // The session expired (e.g. a metadata server restart lost it): open a new one.
         Logger("client")->warn("keepalive failed status={}; reopening session", s.ToString());
-        Result<client::SessionInfo> fresh = meta_->OpenSession(options_.client_name);
-        if (fresh.ok()) session_.store(fresh->id.value());
+        RenewSession(used);
       }
     }
     if (now >= next_refresh) {
@@ -94,6 +94,22 @@ void Client::Impl::BackgroundLoop() {
     io_->RefreshIfRequested();
     lock.lock();
   }
+}
+
+bool Client::Impl::IsSessionLost(const Status& s) {
+  return s.code() == Code::kStale && s.message().find("unknown or expired") != std::string::npos;
+}
+
+void Client::Impl::RenewSession(SessionId lost) {
+  std::lock_guard lock(renew_mu_);
+  if (session() != lost) return;  // another thread renewed it already
+  Result<client::SessionInfo> fresh = meta_->OpenSession(options_.client_name);
+  if (!fresh.ok()) {
+    Logger("client")->warn("reopen session failed status={}", fresh.status().ToString());
+    return;
+  }
+  session_.store(fresh->id.value());
+  Logger("client")->info("session renewed old={} new={}", lost.value(), fresh->id.value());
 }
 
 Attributes Client::Impl::Overlay(Attributes attr) {
@@ -148,7 +164,8 @@ Result<Attributes> Client::SetAttr(InodeId inode, const AttrChanges& changes,
   rest.size_bytes.reset();
   if (rest.mode || rest.uid || rest.gid || rest.atime || rest.mtime || rest.atime_now ||
       rest.mtime_now) {
-    Result<Attributes> attr = impl_->meta_->SetAttr(inode, rest, caller, impl_->session());
+    Result<Attributes> attr = impl_->WithSession(
+        [&](SessionId session) { return impl_->meta_->SetAttr(inode, rest, caller, session); });
     if (!attr.ok()) return attr;
     return impl_->Overlay(std::move(*attr));
   }
@@ -253,9 +270,10 @@ Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uin
   const auto deadline = std::chrono::steady_clock::now() + impl_->options_.lease_wait;
   std::chrono::milliseconds backoff(10);
   for (;;) {
-    Result<client::OpenReply> reply =
-        impl_->meta_->Create(parent, name, mode, 0, (flags & O_EXCL) != 0, caller,
-                             impl_->session(), writable);
+    Result<client::OpenReply> reply = impl_->WithSession([&](SessionId session) {
+      return impl_->meta_->Create(parent, name, mode, 0, (flags & O_EXCL) != 0, caller, session,
+                                  writable);
+    });
     if (reply.ok()) return impl_->OpenWith(std::move(*reply), flags);
     if (reply.status().code() != Code::kWouldBlock ||
         std::chrono::steady_clock::now() + backoff > deadline) {
@@ -313,7 +331,9 @@ Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bo
                        bool wait) {
   std::chrono::milliseconds backoff(5);
   for (;;) {
-    Status s = impl_->meta_->SetLock(inode, impl_->session(), owner, range, flock);
+    Status s = impl_->WithSession([&](SessionId session) {
+      return impl_->meta_->SetLock(inode, session, owner, range, flock);
+    });
     if (s.code() != Code::kWouldBlock || !wait) return s;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
@@ -321,7 +341,8 @@ Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bo
 }
 
 Result<LockRange> Client::GetLock(InodeId inode, uint64_t owner, const LockRange& range) {
-  return impl_->meta_->GetLock(inode, impl_->session(), owner, range);
+  return impl_->WithSession(
+      [&](SessionId session) { return impl_->meta_->GetLock(inode, session, owner, range); });
 }
 
 // --- path helpers ----------------------------------------------------------------------------

@@ -107,6 +107,26 @@ class Client::Impl {
 
   SessionId session() const { return SessionId(session_.load()); }
 
+  // Opens a new session in place of `lost` (the metadata server restarted or expired it), unless
+  // another thread already did. Leases and locks of the lost session are gone; open files keep
+  // working (a commit is accepted while no other session holds the write lease).
+  void RenewSession(SessionId lost);
+  // True when `s` says the session is unknown or expired at the metadata server.
+  static bool IsSessionLost(const Status& s);
+  static const Status& StatusOf(const Status& s) { return s; }
+  template <class T>
+  static const Status& StatusOf(const Result<T>& r) { return r.status(); }
+  // Runs call(session); when the session turns out to be lost, renews it and runs call once more.
+  template <class F>
+  auto WithSession(F&& call) -> decltype(call(SessionId{})) {
+    const SessionId used = session();
+    auto result = call(used);
+    if (!IsSessionLost(StatusOf(result))) return result;
+    RenewSession(used);
+    return call(session());
+  }
+  std::mutex renew_mu_;  // serializes RenewSession
+
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);

@@ -82,7 +82,8 @@ Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(InodeId inode, int fla
   const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
   std::chrono::milliseconds backoff(10);
   for (;;) {
-    Result<client::OpenReply> reply = meta_->Open(inode, flags, session(), caller);
+    Result<client::OpenReply> reply =
+        WithSession([&](SessionId session) { return meta_->Open(inode, flags, session, caller); });
     if (reply.ok() || reply.status().code() != Code::kWouldBlock ||
         std::chrono::steady_clock::now() + backoff > deadline) {
       return reply;
@@ -142,7 +143,8 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
     std::lock_guard lock(f->mu);
     result = Commit(*f, /*sync=*/false);
   }
-  Status released = meta_->Release(f->inode, session(), f->writable);
+  Status released = WithSession(
+      [&](SessionId session) { return meta_->Release(f->inode, session, f->writable); });
   if (result.ok()) result = released;
   f.reset();
   return result;
@@ -304,8 +306,9 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
       AQ_RETURN_IF_ERROR(FlushStripe(f, stripe, sync));
     }
   }
-  Result<client::CommitReply> reply =
-      meta_->Commit(f.inode, session(), f.size, f.mtime, f.write_version, sync);
+  Result<client::CommitReply> reply = WithSession([&](SessionId session) {
+    return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync);
+  });
   if (!reply.ok()) return reply.status().WithPrefix("commit");
   f.committed_version = f.write_version;
   if (reply->next_write_version > f.write_version) f.write_version = reply->next_write_version;
@@ -347,7 +350,8 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
   // the end; the client also deletes them now so a later extension reads zeros at once.
   AttrChanges size_change;
   size_change.size_bytes = new_size;
-  Result<Attributes> attr = meta_->SetAttr(f.inode, size_change, Caller{}, session());
+  Result<Attributes> attr = WithSession(
+      [&](SessionId session) { return meta_->SetAttr(f.inode, size_change, Caller{}, session); });
   if (!attr.ok()) return attr.status().WithPrefix("set size");
   if (new_size < old_size) {
     const uint64_t from_stripe = (new_size + sb - 1) / sb;

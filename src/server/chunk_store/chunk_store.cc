@@ -287,11 +287,10 @@ struct BlockSpan {
 };
 Result<BlockSpan> SpanOf(uint64_t offset, uint64_t length, uint64_t chunk_length,
                          uint32_t block_bytes) {
-  if (offset > chunk_length) {
-    return InvalidArgument("offset " + std::to_string(offset) + " past chunk length " +
-                           std::to_string(chunk_length));
-  }
   if (length > UINT64_MAX - offset) return InvalidArgument("offset + length overflows");
+  // Past the end reads nothing, as pread(2) does: a stripe's data chunk written while the file
+  // was shorter is shorter than a reader that knows the new size expects; the rest is a hole.
+  if (offset > chunk_length) offset = chunk_length;
   BlockSpan s;
   s.want_begin = offset;
   s.want_end = length == 0 ? chunk_length : std::min(chunk_length, offset + length);

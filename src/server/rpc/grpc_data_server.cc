@@ -109,9 +109,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
     Result<ChunkReader> reader = core_->store().OpenReader(*id, req->max_version());
     if (!reader.ok()) return fail(reader.status());
     const uint64_t chunk_length = reader->length_bytes();
-    const uint64_t offset = req->offset();
-    if (offset > chunk_length) return fail(InvalidArgument("offset past chunk end"));
-    if (req->length() > UINT64_MAX - offset) return fail(InvalidArgument("offset + length overflows"));
+    if (req->length() > UINT64_MAX - req->offset()) {
+      return fail(InvalidArgument("offset + length overflows"));
+    }
+    // Past the end reads nothing, as ReadChunk (and pread) do.
+    const uint64_t offset = std::min<uint64_t>(req->offset(), chunk_length);
     const uint64_t end =
         req->length() == 0 ? chunk_length : std::min(chunk_length, offset + req->length());
     uint64_t at = offset;
