@@ -122,6 +122,13 @@ Result<ClusterState> ParseClusterState(std::string_view json_text) {
   AQ_RETURN_IF_ERROR(GetString(*meta, "db", "meta", true, &s.meta.db));
   AQ_RETURN_IF_ERROR(CheckAbsolute(s.meta.db, "meta.db", true));
   AQ_RETURN_IF_ERROR(GetString(*meta, "log", "meta", false, &s.meta.log));
+  if (auto extra = meta->find("extra_args"); extra != meta->end()) {
+    if (!extra->is_array()) return Bad("meta.extra_args", "expected an array of strings");
+    for (const Json& a : *extra) {
+      if (!a.is_string()) return Bad("meta.extra_args", "expected an array of strings");
+      s.meta.extra_args.push_back(a.get<std::string>());
+    }
+  }
 
   auto servers = j.find("data_servers");
   if (servers == j.end() || !servers->is_array()) {
@@ -152,6 +159,10 @@ Result<ClusterState> ParseClusterState(std::string_view json_text) {
     AQ_RETURN_IF_ERROR(GetInt(d, "capacity_bytes", where, 0, INT64_MAX, false, &v));
     r.capacity_bytes = static_cast<uint64_t>(v);
     AQ_RETURN_IF_ERROR(GetString(d, "log", where, false, &r.log));
+    if (auto rm = d.find("removed"); rm != d.end()) {
+      if (!rm->is_boolean()) return Bad(where + ".removed", "expected true or false");
+      r.removed = rm->get<bool>();
+    }
     s.data_servers.push_back(std::move(r));
   }
 
@@ -177,11 +188,13 @@ std::string SerializeClusterState(const ClusterState& s) {
   j["unit_bytes"] = s.unit_bytes;
   j["meta"] = {{"pid", s.meta.pid}, {"address", s.meta.address}, {"db", s.meta.db},
                {"log", s.meta.log}};
+  if (!s.meta.extra_args.empty()) j["meta"]["extra_args"] = s.meta.extra_args;
   Json servers = Json::array();
   for (const DataServerRecord& r : s.data_servers) {
     servers.push_back({{"index", r.index}, {"failure_domain", r.failure_domain}, {"dir", r.dir},
                        {"pid", r.pid}, {"address", r.address},
                        {"capacity_bytes", r.capacity_bytes}, {"log", r.log}});
+    if (r.removed) servers.back()["removed"] = true;
   }
   j["data_servers"] = std::move(servers);
   j["mount"] = {{"dir", s.mount.dir}, {"pid", s.mount.pid}, {"log", s.mount.log}};
@@ -227,12 +240,13 @@ Status SaveClusterState(const std::string& path, const ClusterState& state) {
 }
 
 bool operator==(const MetaRecord& a, const MetaRecord& b) {
-  return a.pid == b.pid && a.address == b.address && a.db == b.db && a.log == b.log;
+  return a.pid == b.pid && a.address == b.address && a.db == b.db && a.log == b.log &&
+         a.extra_args == b.extra_args;
 }
 bool operator==(const DataServerRecord& a, const DataServerRecord& b) {
   return a.index == b.index && a.failure_domain == b.failure_domain && a.dir == b.dir &&
          a.pid == b.pid && a.address == b.address && a.capacity_bytes == b.capacity_bytes &&
-         a.log == b.log;
+         a.log == b.log && a.removed == b.removed;
 }
 bool operator==(const MountRecord& a, const MountRecord& b) {
   return a.dir == b.dir && a.pid == b.pid && a.log == b.log;

@@ -5,7 +5,8 @@
 //
 // File shape (version 1):
 //   {"version": 1, "root": "/tmp/aquifer-cluster", "k": 4, "m": 2, "unit_bytes": 1048576,
-//    "meta": {"pid": 123, "address": "127.0.0.1:40001", "db": "...", "log": "..."},
+//    "meta": {"pid": 123, "address": "127.0.0.1:40001", "db": "...", "log": "...",
+//             "extra_args": ["--repair-delay-ms", "2000"]},
 //    "data_servers": [{"index": 1, "failure_domain": "ds1", "dir": "...", "pid": 124,
 //                      "address": "127.0.0.1:40002", "capacity_bytes": 0, "log": "..."}, ...],
 //    "mount": {"dir": "/tmp/aquifer-cluster/mnt", "pid": 130, "log": "..."}}
@@ -27,6 +28,9 @@ struct MetaRecord {
   std::string address;      // "127.0.0.1:PORT" once it has been bound; empty before
   std::string db;           // RocksDB directory
   std::string log;          // log file (stdout and stderr)
+  // Extra flags passed to every start of aquifer-meta (`cluster up --meta-arg`), e.g.
+  // {"--repair-delay-ms", "2000"}. Optional in the file ("extra_args"; absent = none).
+  std::vector<std::string> extra_args;
 };
 
 struct DataServerRecord {
@@ -37,6 +41,9 @@ struct DataServerRecord {
   std::string address;          // "127.0.0.1:PORT" once bound
   uint64_t capacity_bytes = 0;  // 0 = let the data server measure its disk
   std::string log;
+  // `aquifer server remove` removed it from the cluster (and stopped it): `cluster up` does not
+  // start it again. Optional in the file ("removed", default false).
+  bool removed = false;
 };
 
 struct MountRecord {

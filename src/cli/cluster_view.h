@@ -20,12 +20,18 @@ struct ServerView {
   uint64_t used_bytes = 0;
   uint64_t chunk_count = 0;
   int64_t last_heartbeat_ms_ago = -1;  // -1 = never
+  std::string state;             // "in" | "draining" | "removed" ("" from an older server)
+  uint32_t pg_positions = 0;     // PG positions it is the target of, all widths
+  uint64_t chunks_scrubbed = 0;  // scrub totals since the data server started
+  uint64_t corrupt_found = 0;
+  uint64_t corrupt_repaired = 0;
 };
 
 struct ClusterView {
   uint64_t map_version = 0;
   std::vector<ServerView> servers;
   std::map<uint32_t, uint32_t> pg_count_by_width;  // width k+m -> placement groups
+  uint32_t pending_positions = 0;  // PG positions with a pending target (a move in flight)
   uint32_t default_k = 0;
   uint32_t default_m = 0;
   uint64_t default_unit_bytes = 0;
@@ -35,6 +41,57 @@ struct ClusterView {
   uint64_t usable_total_bytes = 0;  // after the default layout's parity overhead
   uint64_t usable_free_bytes = 0;
   uint64_t files = 0;  // inodes in use
+};
+
+// One move task as GetMoves reports it (docs/repair.md).
+struct MoveView {
+  uint64_t id = 0;
+  std::string kind;   // "repair" | "rebalance" | "drain"
+  std::string state;  // "queued" | "running"
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  uint32_t position = 0;
+  ServerId from;
+  ServerId to;
+  uint64_t chunks_done = 0;  // last progress report (0 before the first)
+  uint64_t chunks_total = 0;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  bool done = false;
+  std::string error;
+  uint64_t rate_bytes_per_s = 0;
+  int64_t eta_ms = -1;  // -1 unknown
+  int64_t age_ms = 0;
+};
+
+struct DegradedPgView {
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  std::vector<uint32_t> positions;  // missing positions
+  std::string reason;  // "repairing" | "repair in N ms" | "waiting for a server"
+};
+
+// GetMoves: every move task, the degraded PGs and the summary.
+struct MovesView {
+  std::vector<MoveView> moves;
+  std::vector<DegradedPgView> degraded;
+  uint32_t running = 0;
+  uint32_t queued = 0;
+  uint32_t degraded_pgs = 0;
+  bool waiting_for_server = false;
+  uint64_t bytes_left = 0;
+  int64_t eta_ms = -1;
+  std::string message;
+  uint32_t max_concurrent_moves = 0;
+  uint64_t move_rate_bytes_per_s = 0;
+  bool rebalance_paused = false;
+  uint64_t moves_completed = 0;  // since the metadata server started
+};
+
+// DrainServer / RemoveServer reply.
+struct ServerAdminResult {
+  uint32_t positions_held = 0;
+  uint32_t moves_scheduled = 0;
 };
 
 }  // namespace aquifer::cli

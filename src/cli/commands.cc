@@ -1,13 +1,24 @@
 #include "cli/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
 #include <sstream>
+#include <thread>
+
+#include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <toml++/toml.h>
 
+#include "cli/fsck.h"
 #include "cli/layout_xattr.h"
 #include "cli/process.h"
+#include "cli/rpc/fsck_rpc.h"
 #include "cli/rpc/meta_admin.h"
 #include "cli/status_report.h"
 
@@ -85,7 +96,10 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<ClusterView> view =
       address.empty() ? Result<ClusterView>(Unavailable("never started"))
                       : FetchClusterView(address, std::chrono::seconds(5));
-  out << FormatStatus(address.empty() ? "(none)" : address, view, local, AquiferMounts());
+  Result<MovesView> moves = view.ok() ? FetchMoves(address, std::chrono::seconds(5))
+                                      : Result<MovesView>(view.status());
+  out << FormatStatus(address.empty() ? "(none)" : address, view, local, AquiferMounts(),
+                      view.ok() ? &moves : nullptr);
   return view.ok() ? 0 : 1;
 }
 
@@ -123,6 +137,272 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   if (!st.ok()) return Fail(err, st);
   out << inv.path << ": layout set to " << value << "\n";
   return 0;
+}
+
+// The metadata server's address: --meta, else the local cluster's record (then *local is set).
+Result<std::string> MetaAddressFor(const Invocation& inv, std::optional<ClusterState>* local) {
+  if (!inv.meta_address.empty()) return inv.meta_address;
+  Result<ClusterState> s = LoadClusterState(ClusterStatePath(inv.up.root));
+  if (!s.ok()) {
+    return Status(s.status().code(),
+                  s.status().message() + " (pass --meta HOST:PORT for a cluster that `aquifer "
+                                         "cluster up` did not start)");
+  }
+  if (s->meta.address.empty()) return Unavailable("the cluster at " + s->root + " never started");
+  std::string address = s->meta.address;
+  if (local != nullptr) *local = std::move(*s);
+  return address;
+}
+
+const ServerView* FindServer(const ClusterView& v, uint32_t id) {
+  for (const ServerView& s : v.servers) {
+    if (s.id.value() == id) return &s;
+  }
+  return nullptr;
+}
+
+int RunServerList(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  Result<std::string> address = MetaAddressFor(inv, nullptr);
+  if (!address.ok()) return Fail(err, address.status());
+  Result<ClusterView> view = FetchClusterView(*address, std::chrono::seconds(5));
+  if (!view.ok()) return Fail(err, view.status());
+  out << FormatServerTable(*view);
+  return 0;
+}
+
+int RunServerDrain(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  Result<std::string> address = MetaAddressFor(inv, nullptr);
+  if (!address.ok()) return Fail(err, address.status());
+  Result<ServerAdminResult> r =
+      DrainServer(*address, ServerId(inv.server_id), std::chrono::seconds(10));
+  if (!r.ok()) return Fail(err, r.status());
+  out << "aquifer: server " << inv.server_id << " is draining: it holds " << r->positions_held
+      << " PG positions, " << r->moves_scheduled << " drain moves scheduled now\n"
+      << "  follow:  aquifer rebalance wait" << (inv.meta_address.empty() ? " --root " + inv.up.root
+                                                                        : " --meta " + *address)
+      << "\n  then:    aquifer server remove " << inv.server_id << "\n";
+  return 0;
+}
+
+int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  std::optional<ClusterState> local;
+  Result<std::string> address = MetaAddressFor(inv, &local);
+  if (!address.ok()) return Fail(err, address.status());
+  // The server's address, to find its local process afterwards.
+  Result<ClusterView> view = FetchClusterView(*address, std::chrono::seconds(5));
+  if (!view.ok()) return Fail(err, view.status());
+  const ServerView* sv = FindServer(*view, inv.server_id);
+  if (sv == nullptr) {
+    return Fail(err, NotFound("no server " + std::to_string(inv.server_id) +
+                              " in the cluster (see `aquifer server list`)"));
+  }
+  const std::string server_address = sv->address;
+  Result<ServerAdminResult> r =
+      RemoveServer(*address, ServerId(inv.server_id), inv.force, std::chrono::seconds(10));
+  if (!r.ok()) {
+    if (r.status().code() == Code::kNotEmpty) {
+      err << "aquifer: error: refused: server " << inv.server_id << " (" << sv->failure_domain
+          << ") still holds " << sv->pg_positions
+          << " PG positions. Drain it first (`aquifer server drain " << inv.server_id
+          << "`, then `aquifer rebalance wait`), or pass --force to treat it as failed (its "
+             "positions are rebuilt from the other servers, with less redundancy meanwhile).\n"
+          << "  (" << r.status().message() << ")\n";
+      return 1;
+    }
+    return Fail(err, r.status());
+  }
+  out << "aquifer: server " << inv.server_id << " (" << sv->failure_domain << ", "
+      << server_address << ") removed";
+  if (inv.force && r->moves_scheduled > 0) {
+    out << "; " << r->moves_scheduled << " repair moves scheduled for its positions "
+        << "(`aquifer repair wait`)";
+  }
+  out << "\n";
+  if (local) {
+    Status st = MarkDataServerRemoved(local->root, server_address, inv.grace, out);
+    if (!st.ok() && st.code() != Code::kNotFound) return Fail(err, st);
+  }
+  return 0;
+}
+
+// Progress of the moves of one kind across polls: a task that leaves the list finished.
+struct WaitTally {
+  struct Seen {
+    uint64_t chunks_done = 0, chunks_total = 0, bytes_done = 0, bytes_total = 0;
+    bool finished = false;
+  };
+  std::map<uint64_t, Seen> tasks;
+  uint64_t chunks_done = 0, chunks_total = 0, bytes_done = 0, bytes_total = 0;
+  uint32_t running = 0, queued = 0, finished = 0;
+
+  void Update(const std::vector<const MoveView*>& now) {
+    std::set<uint64_t> present;
+    running = queued = 0;
+    for (const MoveView* m : now) {
+      present.insert(m->id);
+      Seen& s = tasks[m->id];
+      s.chunks_done = m->chunks_done;
+      s.chunks_total = std::max(m->chunks_total, m->chunks_done);
+      s.bytes_done = m->bytes_done;
+      s.bytes_total = std::max(m->bytes_total, m->bytes_done);
+      (m->state == "running" ? running : queued)++;
+    }
+    chunks_done = chunks_total = bytes_done = bytes_total = 0;
+    finished = 0;
+    for (auto& [id, s] : tasks) {
+      if (!present.count(id)) s.finished = true;
+      if (s.finished) {
+        ++finished;
+        chunks_done += s.chunks_total;
+        bytes_done += s.bytes_total;
+      } else {
+        chunks_done += s.chunks_done;
+        bytes_done += s.bytes_done;
+      }
+      chunks_total += s.chunks_total;
+      bytes_total += s.bytes_total;
+    }
+  }
+};
+
+int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream& err) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<ClusterState> local;
+  Result<std::string> address = MetaAddressFor(inv, &local);
+  if (!address.ok()) return Fail(err, address.status());
+  const char* what = repair ? "repair" : "rebalance";
+  const bool tty = &out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(
+                                    static_cast<int64_t>(inv.wait_timeout_s * 1000.0));
+  auto next_line = start;
+  WaitTally tally;
+  std::string last_error;
+  auto elapsed_s = [&start] {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  while (true) {
+    Result<MovesView> moves = FetchMoves(*address, std::chrono::seconds(5));
+    Result<ClusterView> view =
+        moves.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
+                   : Result<ClusterView>(moves.status());
+    std::string pending;  // why we are not done, "" = done
+    int waiting_exit = 0;
+    if (!moves.ok() || !view.ok()) {
+      last_error = (!moves.ok() ? moves.status() : view.status()).ToString();
+      pending = "metadata server: " + last_error;
+    } else {
+      std::vector<const MoveView*> mine;
+      for (const MoveView& m : moves->moves) {
+        if (repair ? m.kind == "repair" : (m.kind == "rebalance" || m.kind == "drain")) {
+          mine.push_back(&m);
+        }
+      }
+      tally.Update(mine);
+      if (moves->waiting_for_server) waiting_exit = 3;
+      if (!mine.empty()) pending = std::to_string(mine.size()) + " moves left";
+      if (repair) {
+        for (const DegradedPgView& d : moves->degraded) {
+          if (pending.empty()) pending = std::to_string(moves->degraded.size()) +
+                                         " degraded PGs (" + d.reason + ")";
+        }
+        // A local data server that is not running but still reported up: the metadata server
+        // has not noticed yet (heartbeat timeout), so a repair is still to come.
+        if (pending.empty() && local) {
+          for (const DataServerRecord& d : local->data_servers) {
+            if (d.removed || d.address.empty() || IsProcessAlive(d.pid, kDataExe)) continue;
+            for (const ServerView& sv : view->servers) {
+              if (sv.up && sv.address == d.address && sv.state != "removed") {
+                pending = d.failure_domain + " is not running but the metadata server still "
+                                             "reports it up";
+              }
+            }
+          }
+        }
+      } else {
+        uint32_t max_positions = 0;
+        for (const ServerView& sv : view->servers) {
+          if (sv.up && sv.state != "removed") {
+            max_positions = std::max(max_positions, sv.pg_positions);
+          }
+        }
+        for (const ServerView& sv : view->servers) {
+          if (!pending.empty()) break;
+          if (sv.state == "draining" && sv.pg_positions > 0) {
+            pending = "server " + sv.id.ToString() + " is draining and still holds " +
+                      std::to_string(sv.pg_positions) + " PG positions";
+          } else if (sv.up && sv.state == "in" && sv.pg_positions == 0 && max_positions > 0 &&
+                     !moves->rebalance_paused) {
+            pending = "server " + sv.id.ToString() + " holds no PG positions yet (rebalance "
+                                                     "not planned yet)";
+          }
+        }
+      }
+    }
+    const bool done = pending.empty();
+    const bool timed_out = !done && Clock::now() >= deadline;
+    // Progress.
+    const double secs = elapsed_s();
+    const double rate = secs > 0.5 ? static_cast<double>(tally.bytes_done) / secs : 0.0;
+    const uint64_t left = tally.bytes_total - std::min(tally.bytes_total, tally.bytes_done);
+    const int64_t eta_ms = rate > 0 ? static_cast<int64_t>(static_cast<double>(left) / rate * 1000)
+                                    : (left == 0 ? 0 : -1);
+    std::string line =
+        FormatMoveProgress(tally.chunks_done, tally.chunks_total, tally.bytes_done,
+                           tally.bytes_total, static_cast<uint64_t>(rate), eta_ms) +
+        "; moves " + std::to_string(tally.finished) + " done, " + std::to_string(tally.running) +
+        " running, " + std::to_string(tally.queued) + " queued";
+    if (tty) {
+      const double frac = tally.bytes_total > 0 ? static_cast<double>(tally.bytes_done) /
+                                                      static_cast<double>(tally.bytes_total)
+                                                : (done ? 1.0 : 0.0);
+      const int width = 30;
+      const int fill = static_cast<int>(std::lround(frac * width));
+      out << "\r\033[K" << what << " [" << std::string(static_cast<size_t>(fill), '#')
+          << std::string(static_cast<size_t>(width - fill), '-') << "] "
+          << static_cast<int>(frac * 100) << "% " << line << std::flush;
+    } else if (done || timed_out || waiting_exit || Clock::now() >= next_line) {
+      char t[32];
+      std::snprintf(t, sizeof(t), "%.1f", secs);
+      out << what << " wait " << t << " s: " << line << (pending.empty() ? "" : "; " + pending)
+          << "\n" << std::flush;
+      next_line = Clock::now() + std::chrono::milliseconds(
+                                     static_cast<int64_t>(inv.wait_interval_s * 1000.0));
+    }
+    if (waiting_exit) {
+      if (tty) out << "\n";
+      err << "aquifer: " << what << " cannot finish: "
+          << (moves.ok() ? moves->message : std::string()) << "\n"
+          << "  add a server with a new failure domain (local cluster: `aquifer cluster grow "
+             "--data-servers 1`), or bring the lost one back\n";
+      return waiting_exit;
+    }
+    if (done) {
+      if (tty) out << "\n";
+      out << "aquifer: no " << (repair ? "repair" : "rebalance or drain") << " move left ("
+          << tally.finished << " finished while waiting, " << HumanBytes(tally.bytes_done)
+          << ")\n";
+      return 0;
+    }
+    if (timed_out) {
+      if (tty) out << "\n";
+      err << "aquifer: timed out after " << inv.wait_timeout_s << " s: " << pending << "\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+int RunFsckCommand(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  Result<std::string> address = MetaAddressFor(inv, nullptr);
+  if (!address.ok()) return Fail(err, address.status());
+  std::unique_ptr<FsckRpc> rpc = MakeGrpcFsckRpc(*address, std::chrono::seconds(30));
+  FsckOptions o;
+  o.repair = inv.fsck_repair;
+  o.verbose = inv.verbose;
+  Result<FsckReport> r = RunFsck(*rpc, o, out);
+  if (!r.ok()) return Fail(err, r.status());
+  return r->clean() ? 0 : 1;
 }
 
 }  // namespace
@@ -216,6 +496,11 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
                                     "TOML passed to aquifer-data --config");
   CLI::Option* oto = up->add_option("--timeout-ms", f.timeout_ms,
                                     "how long to wait for each daemon (default 60000)");
+  std::vector<std::string> meta_args;
+  CLI::Option* omarg = up->add_option(
+      "--meta-arg", meta_args,
+      "extra aquifer-meta flag, repeatable, e.g. --meta-arg=--repair-delay-ms=2000 (kept in "
+      "cluster.json for later starts)");
   (void)ocfg;
 
   CLI::App* down = cluster->add_subcommand("down", "unmount and stop the local cluster");
@@ -238,6 +523,69 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   start->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   start->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-data");
   start->add_option("--timeout-ms", timeout_ms, "how long to wait for it (60000)");
+
+  CLI::App* grow = cluster->add_subcommand(
+      "grow", "add data servers to the local cluster (new failure domains dsN+1..)");
+  grow->add_option("--data-servers", inv.grow_count, "how many to add")
+      ->required()
+      ->check(CLI::Range(1, 64));
+  grow->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
+  grow->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-data");
+  grow->add_option("--timeout-ms", timeout_ms, "how long to wait for them (60000)");
+
+  // --meta | --root on a cluster-wide command.
+  std::vector<std::pair<CLI::Option*, CLI::Option*>> target_opts;
+  auto add_target = [&](CLI::App* sub) {
+    CLI::Option* m = sub->add_option("--meta", inv.meta_address, "metadata server HOST:PORT");
+    CLI::Option* r = sub->add_option("--root", root, "local cluster directory")
+                         ->default_str(kDefaultClusterRoot);
+    m->excludes(r);
+    target_opts.emplace_back(m, r);
+  };
+
+  // server
+  CLI::App* server = app.add_subcommand("server", "list, drain and remove data servers");
+  server->require_subcommand(1);
+  CLI::App* slist = server->add_subcommand("list", "every data server: state, PG positions, use");
+  add_target(slist);
+  CLI::App* sdrain = server->add_subcommand(
+      "drain", "move every PG position off server ID (it takes no new ones)");
+  sdrain->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  add_target(sdrain);
+  CLI::App* sremove = server->add_subcommand(
+      "remove", "remove server ID from the cluster (refused while it holds PG positions)");
+  sremove->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  sremove->add_flag("--force", inv.force,
+                    "remove even if it holds positions: treat it as failed and rebuild them");
+  sremove->add_option("--grace-ms", grace_ms, "local cluster: SIGTERM -> SIGKILL (10000)");
+  add_target(sremove);
+
+  // repair wait / rebalance wait
+  CLI::App* repair = app.add_subcommand("repair", "repair of lost PG positions");
+  repair->require_subcommand(1);
+  CLI::App* rwait = repair->add_subcommand(
+      "wait", "wait until no repair is left (progress bar on a terminal)");
+  CLI::App* rebalance = app.add_subcommand("rebalance", "rebalance and drain moves");
+  rebalance->require_subcommand(1);
+  CLI::App* bwait = rebalance->add_subcommand(
+      "wait", "wait until no rebalance or drain move is left (progress bar on a terminal)");
+  for (CLI::App* w : {rwait, bwait}) {
+    w->add_option("--timeout", inv.wait_timeout_s, "give up after S seconds (3600): exit 1");
+    w->add_option("--interval", inv.wait_interval_s,
+                  "seconds between progress lines when not on a terminal (5)");
+    add_target(w);
+  }
+
+  // fsck
+  CLI::App* fsck = app.add_subcommand(
+      "fsck", "check every file's chunks on the data servers: missing, orphaned, uncommitted");
+  fsck->add_flag("--repair", inv.fsck_repair, "delete orphaned chunks");
+  fsck->add_flag("--verbose", inv.verbose, "list every finding, not the first 20 of each kind");
+  add_target(fsck);
 
   // status
   CLI::App* status = app.add_subcommand("status", "servers, placement groups, capacity, mount");
@@ -293,6 +641,11 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     if (omc->count()) inv.up.meta_config = f.meta_config;
     if (odc->count()) inv.up.data_config = f.data_config;
     if (oto->count()) inv.up.timeout = std::chrono::milliseconds(f.timeout_ms);
+    for (std::string a : meta_args) {
+      if (a.rfind("-", 0) != 0) a = "--" + a;
+      inv.up.meta_args.push_back(a);
+    }
+    (void)omarg;
     if (inv.up.mount_dir.size() > 0 && inv.up.no_mount) {
       return InvalidArgument("--mount and --no-mount exclude each other");
     }
@@ -314,10 +667,22 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.up.timeout = std::chrono::milliseconds(timeout_ms);
   } else if (status->parsed()) {
     inv.command = Command::kStatus;
-    if (!inv.meta_address.empty()) {
-      Result<uint16_t> port = PortOf(inv.meta_address);
-      if (!port.ok()) return InvalidArgument("--meta: " + port.status().message());
-    }
+  } else if (grow->parsed()) {
+    inv.command = Command::kClusterGrow;
+    inv.up.bin_dir = f.bin_dir;
+    inv.up.timeout = std::chrono::milliseconds(timeout_ms);
+  } else if (slist->parsed()) {
+    inv.command = Command::kServerList;
+  } else if (sdrain->parsed()) {
+    inv.command = Command::kServerDrain;
+  } else if (sremove->parsed()) {
+    inv.command = Command::kServerRemove;
+  } else if (rwait->parsed()) {
+    inv.command = Command::kRepairWait;
+  } else if (bwait->parsed()) {
+    inv.command = Command::kRebalanceWait;
+  } else if (fsck->parsed()) {
+    inv.command = Command::kFsck;
   } else if (lget->parsed()) {
     inv.command = Command::kLayoutGet;
   } else if (lset->parsed()) {
@@ -325,6 +690,13 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   } else {
     inv.command = Command::kHelp;
     inv.help_text = app.help();
+  }
+  if (!inv.meta_address.empty()) {
+    Result<uint16_t> port = PortOf(inv.meta_address);
+    if (!port.ok()) return InvalidArgument("--meta: " + port.status().message());
+  }
+  if (inv.wait_timeout_s <= 0 || inv.wait_interval_s <= 0) {
+    return InvalidArgument("--timeout and --interval must be positive");
   }
   return inv;
 }
@@ -358,6 +730,22 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       return RunLayoutGet(inv, out, err);
     case Command::kLayoutSet:
       return RunLayoutSet(inv, out, err);
+    case Command::kClusterGrow: {
+      Status st = GrowCluster(inv.up.root, inv.grow_count, inv.up.bin_dir, inv.up.timeout, out);
+      return st.ok() ? 0 : Fail(err, st);
+    }
+    case Command::kServerList:
+      return RunServerList(inv, out, err);
+    case Command::kServerDrain:
+      return RunServerDrain(inv, out, err);
+    case Command::kServerRemove:
+      return RunServerRemove(inv, out, err);
+    case Command::kRepairWait:
+      return RunWait(inv, /*repair=*/true, out, err);
+    case Command::kRebalanceWait:
+      return RunWait(inv, /*repair=*/false, out, err);
+    case Command::kFsck:
+      return RunFsckCommand(inv, out, err);
   }
   return 1;
 }

@@ -5,11 +5,16 @@
 //   aquifer cluster down [--root DIR]
 //   aquifer cluster stop-server ID [--root DIR] [--kill]
 //   aquifer cluster start-server ID [--root DIR]
+//   aquifer cluster grow --data-servers N [--root DIR]      (server add, local cluster)
 //   aquifer status [--meta HOST:PORT | --root DIR]
+//   aquifer server list|drain ID|remove ID [--force]  [--meta HOST:PORT | --root DIR]
+//   aquifer repair wait | rebalance wait [--timeout S] [--meta HOST:PORT | --root DIR]
+//   aquifer fsck [--repair] [--verbose] [--meta HOST:PORT | --root DIR]
 //   aquifer layout get PATH
 //   aquifer layout set PATH k=4 m=2 unit=1048576
 //
-// Exit codes: 0 success, 1 the command failed, 2 bad usage.
+// Exit codes: 0 success, 1 the command failed (fsck: problems remain; wait: timed out), 2 bad
+// usage, 3 (repair/rebalance wait) the cluster is waiting for a server (no spare failure domain).
 #pragma once
 
 #include <chrono>
@@ -31,6 +36,13 @@ enum class Command {
   kStatus,
   kLayoutGet,
   kLayoutSet,
+  kClusterGrow,
+  kServerList,
+  kServerDrain,
+  kServerRemove,
+  kRepairWait,
+  kRebalanceWait,
+  kFsck,
 };
 
 struct Invocation {
@@ -44,6 +56,13 @@ struct Invocation {
   std::chrono::milliseconds grace{10000};  // cluster down / stop-server: SIGTERM -> SIGKILL
   std::string path;                 // layout get/set
   std::vector<std::string> layout_tokens;  // layout set
+  int grow_count = 0;               // cluster grow --data-servers
+  uint32_t server_id = 0;           // server drain/remove ID (the metadata server's id)
+  bool force = false;               // server remove --force
+  double wait_timeout_s = 3600;     // repair/rebalance wait --timeout
+  double wait_interval_s = 5;       // repair/rebalance wait: seconds between plain lines
+  bool fsck_repair = false;         // fsck --repair
+  bool verbose = false;             // fsck --verbose
 };
 
 // Parses `args` (without the program name). Errors: kInvalidArgument with CLI11's message

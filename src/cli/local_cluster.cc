@@ -93,6 +93,7 @@ std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
     argv.push_back("--config");
     argv.push_back(o.meta_config);
   }
+  for (const std::string& a : s.meta.extra_args) argv.push_back(a);
   return argv;
 }
 
@@ -180,6 +181,16 @@ Status WaitMounted(const std::string& dir, pid_t pid, const std::string& log,
   }
 }
 
+DataServerRecord NewDataServer(const std::string& root, int index, uint64_t capacity_bytes) {
+  DataServerRecord d;
+  d.index = index;
+  d.failure_domain = "ds" + std::to_string(index);
+  d.dir = root + "/data/" + d.failure_domain;
+  d.capacity_bytes = capacity_bytes;
+  d.log = root + "/logs/" + d.failure_domain + ".log";
+  return d;
+}
+
 // A new record for `o` (nothing started yet).
 ClusterState NewState(const UpOptions& o, const std::string& root) {
   ClusterState s;
@@ -190,14 +201,9 @@ ClusterState NewState(const UpOptions& o, const std::string& root) {
   s.meta.db = root + "/meta/db";
   s.meta.log = root + "/logs/meta.log";
   for (int i = 1; i <= o.data_servers; ++i) {
-    DataServerRecord d;
-    d.index = i;
-    d.failure_domain = "ds" + std::to_string(i);
-    d.dir = root + "/data/" + d.failure_domain;
-    d.capacity_bytes = o.capacity_bytes;
-    d.log = root + "/logs/" + d.failure_domain + ".log";
-    s.data_servers.push_back(d);
+    s.data_servers.push_back(NewDataServer(root, i, o.capacity_bytes));
   }
+  s.meta.extra_args = o.meta_args;
   if (!o.no_mount) {
     s.mount.dir = o.mount_dir.empty() ? root + "/mnt" : AbsoluteRoot(o.mount_dir);
     s.mount.log = root + "/logs/mount.log";
@@ -277,6 +283,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       s.mount.dir = AbsoluteRoot(o.mount_dir);
       if (s.mount.log.empty()) s.mount.log = root + "/logs/mount.log";
     }
+    if (!o.meta_args.empty()) s.meta.extra_args = o.meta_args;
   } else if (loaded.status().code() == Code::kNotFound) {
     s = NewState(o, root);
     fresh = true;
@@ -326,7 +333,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
   // Data servers: start every missing one, then wait for each port file.
   std::vector<int> started;
   for (DataServerRecord& d : s.data_servers) {
-    if (IsProcessAlive(d.pid, kDataExe)) continue;
+    if (d.removed || IsProcessAlive(d.pid, kDataExe)) continue;
     AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
     ::unlink(PortFile(s, d.failure_domain).c_str());
     Result<pid_t> pid = SpawnDetached(DataArgv(*data_bin, s, d, o.log_level, o.data_config),
@@ -351,9 +358,15 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   AQ_RETURN_IF_ERROR(data_status);
   std::vector<int> all;
-  for (const DataServerRecord& d : s.data_servers) all.push_back(d.index);
+  for (const DataServerRecord& d : s.data_servers) {
+    if (!d.removed) all.push_back(d.index);
+  }
   AQ_RETURN_IF_ERROR(WaitServersUp(s, all, o.timeout));
   for (const DataServerRecord& d : s.data_servers) {
+    if (d.removed) {
+      out << "  " << d.failure_domain << "  removed from the cluster (not started)\n";
+      continue;
+    }
     bool was_started = false;
     for (int idx : started) was_started |= idx == d.index;
     out << "  " << d.failure_domain << (d.failure_domain.size() < 5 ? std::string(5 - d.failure_domain.size(), ' ') : "")
@@ -510,6 +523,11 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
         << ")\n";
     return OkStatus();
   }
+  if (d.removed) {
+    out << "aquifer: data server " << d.failure_domain
+        << " was removed; starting it makes it register again and rejoin the cluster\n";
+    d.removed = false;
+  }
   Result<std::string> data_bin = FindBinary(kDataExe, bin_dir);
   if (!data_bin.ok()) return data_bin.status();
   AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
@@ -525,6 +543,95 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
   AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));
   out << "aquifer: data server " << d.failure_domain << " started (" << d.address << ", pid "
       << d.pid << ") and registered\n";
+  return OkStatus();
+}
+
+Status MarkDataServerRemoved(const std::string& root_arg, const std::string& address,
+                             std::chrono::milliseconds grace, std::ostream& out) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+  ClusterState s = std::move(*loaded);
+  Result<uint16_t> want = PortOf(address);
+  for (DataServerRecord& d : s.data_servers) {
+    Result<uint16_t> port = PortOf(d.address);
+    if (!want.ok() || !port.ok() || *port != *want) continue;
+    if (IsProcessAlive(d.pid, kDataExe)) {
+      Result<bool> killed = StopProcess(d.pid, kDataExe, grace);
+      if (!killed.ok()) return killed.status();
+      out << "aquifer: stopped data server " << d.failure_domain << " (pid " << d.pid
+          << "); its directory " << d.dir << " is kept (delete it to reclaim the space)\n";
+    }
+    d.pid = 0;
+    d.removed = true;
+    return SaveClusterState(state_path, s);
+  }
+  return NotFound("no data server at " + address + " in the cluster at " + root);
+}
+
+Status GrowCluster(const std::string& root_arg, int count, const std::string& bin_dir,
+                   std::chrono::milliseconds timeout, std::ostream& out) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) return lock.status();
+  ClusterState s = std::move(*loaded);
+  if (count < 1 || s.data_servers.size() + static_cast<size_t>(count) > 64) {
+    return InvalidArgument("--data-servers must be >= 1 and the cluster at most 64 data servers "
+                           "(it has " + std::to_string(s.data_servers.size()) + ")");
+  }
+  if (s.meta.address.empty() || !IsProcessAlive(s.meta.pid, kMetaExe)) {
+    return Unavailable("the metadata server of " + root +
+                       " is not running; use `aquifer cluster up --root " + root + "`");
+  }
+  Result<std::string> data_bin = FindBinary(kDataExe, bin_dir);
+  if (!data_bin.ok()) return data_bin.status();
+  const uint64_t capacity = s.data_servers.empty() ? 0 : s.data_servers[0].capacity_bytes;
+  std::vector<int> added;
+  for (int i = 0; i < count; ++i) {
+    const int index = static_cast<int>(s.data_servers.size()) + 1;
+    s.data_servers.push_back(NewDataServer(root, index, capacity));
+    DataServerRecord& d = s.data_servers.back();
+    AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
+    ::unlink(PortFile(s, d.failure_domain).c_str());
+    Result<pid_t> pid = SpawnDetached(DataArgv(*data_bin, s, d, "info", ""), d.log);
+    if (!pid.ok()) {
+      s.data_servers.pop_back();
+      (void)SaveClusterState(state_path, s);
+      return pid.status();
+    }
+    d.pid = *pid;
+    added.push_back(index);
+  }
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  Status first_error;
+  for (int idx : added) {
+    DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
+    Result<std::string> addr =
+        WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, timeout);
+    if (!addr.ok()) {
+      d.pid = 0;
+      if (first_error.ok()) first_error = DaemonFailed(addr.status(), d.log);
+      continue;
+    }
+    d.address = *addr;
+  }
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  AQ_RETURN_IF_ERROR(first_error);
+  AQ_RETURN_IF_ERROR(WaitServersUp(s, added, timeout));
+  for (int idx : added) {
+    const DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
+    out << "aquifer: data server " << d.failure_domain << " started (" << d.address << ", pid "
+        << d.pid << ", dir " << d.dir << ") and registered\n";
+  }
+  out << "aquifer: the cluster has " << s.data_servers.size()
+      << " data servers; the metadata server rebalances PG positions onto the new ones "
+         "(`aquifer rebalance wait --root " << root << "`)\n";
   return OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "aquifer/status.h"
 #include "cli/cluster_state.h"
@@ -36,6 +37,10 @@ struct UpOptions {
   std::string log_level = "info";
   std::string meta_config;                 // optional TOML passed to aquifer-meta --config
   std::string data_config;                 // optional TOML passed to aquifer-data --config
+  // Extra aquifer-meta flags (`--meta-arg`, repeatable, e.g. "--repair-delay-ms=2000"), kept in
+  // cluster.json so every later start of the metadata server gets them. Given on an existing
+  // cluster, they replace the recorded ones (applied the next time aquifer-meta starts).
+  std::vector<std::string> meta_args;
   std::chrono::milliseconds timeout{60000};  // per wait (serving, registration, mount)
   // Which of the layout/size fields the user set explicitly; an existing cluster with other
   // values is an error rather than silently ignored.
@@ -64,6 +69,20 @@ Status StopDataServer(const std::string& root, int index, bool kill,
 // and waits until the metadata server reports it up. Errors as ClusterUp.
 Status StartDataServer(const std::string& root, int index, const std::string& bin_dir,
                        std::chrono::milliseconds timeout, std::ostream& out);
+
+// Adds `count` data servers to the local cluster (server add): new records dsN+1.. (their own
+// failure domains, directories and logs, the capacity of ds1), started, recorded in cluster.json
+// and waited for until the metadata server reports them up. The metadata server then plans a
+// rebalance onto them. Errors: kNotFound (no record), kUnavailable (meta not running, or a new
+// server does not come up), kInvalidArgument (count < 1 or more than 64 servers in all).
+Status GrowCluster(const std::string& root, int count, const std::string& bin_dir,
+                   std::chrono::milliseconds timeout, std::ostream& out);
+
+// After `server remove`: stops the local data server listening at `address` (SIGTERM, `grace`)
+// and marks its record removed so `cluster up` does not start it again (a restart would
+// register it and make it rejoin). Errors: kNotFound when no record has that address.
+Status MarkDataServerRemoved(const std::string& root, const std::string& address,
+                             std::chrono::milliseconds grace, std::ostream& out);
 
 // ROOT/cluster.json of `root` (made absolute).
 std::string ClusterStatePath(const std::string& root);

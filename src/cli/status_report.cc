@@ -1,6 +1,8 @@
 #include "cli/status_report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace aquifer::cli {
@@ -18,7 +20,104 @@ std::string Heartbeat(int64_t ms_ago) {
   return buf;
 }
 
+std::string ServerName(ServerId id, const ClusterView* view) {
+  if (id.value() == 0) return "-";
+  if (view != nullptr) {
+    for (const ServerView& s : view->servers) {
+      if (s.id == id) return id.ToString() + "(" + s.failure_domain + ")";
+    }
+  }
+  return id.ToString();
+}
+
 }  // namespace
+
+std::string HumanDuration(int64_t ms) {
+  if (ms < 0) return "?";
+  int64_t s = (ms + 999) / 1000;
+  if (s < 60) return std::to_string(s) + " s";
+  if (s < 3600) return std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s";
+  return std::to_string(s / 3600) + " h " + std::to_string((s % 3600) / 60) + " min";
+}
+
+std::string FormatMoveProgress(uint64_t chunks_done, uint64_t chunks_total, uint64_t bytes_done,
+                               uint64_t bytes_total, uint64_t rate_bytes_per_s, int64_t eta_ms) {
+  std::ostringstream o;
+  o << "chunks " << chunks_done << "/" << chunks_total << ", " << HumanBytes(bytes_done) << "/"
+    << HumanBytes(bytes_total) << ", " << HumanBytes(rate_bytes_per_s) << "/s, eta "
+    << HumanDuration(eta_ms);
+  return o.str();
+}
+
+std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max_rows) {
+  std::ostringstream o;
+  o << "moves     " << mv.running << " running, " << mv.queued << " queued, "
+    << HumanBytes(mv.bytes_left) << " left, eta " << HumanDuration(mv.eta_ms) << "; "
+    << mv.moves_completed << " completed since meta start (max " << mv.max_concurrent_moves
+    << " per destination, " << HumanBytes(mv.move_rate_bytes_per_s) << "/s per task"
+    << (mv.rebalance_paused ? ", rebalance PAUSED" : "") << ")\n";
+  if (!mv.moves.empty()) {
+    std::vector<const MoveView*> rows;
+    for (const MoveView& m : mv.moves) rows.push_back(&m);
+    std::stable_sort(rows.begin(), rows.end(), [](const MoveView* a, const MoveView* b) {
+      return (a->state == "running") > (b->state == "running");
+    });
+    o << "  " << Pad("TASK", 7) << Pad("KIND", 10) << Pad("STATE", 8) << Pad("PG", 8)
+      << Pad("FROM -> TO", 20) << "PROGRESS\n";
+    for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {
+      const MoveView& m = *rows[i];
+      o << "  " << Pad(std::to_string(m.id), 7) << Pad(m.kind, 10) << Pad(m.state, 8)
+        << Pad(std::to_string(m.pg_width) + "/" + std::to_string(m.pg_index) + "." +
+                   std::to_string(m.position),
+               8)
+        << Pad(ServerName(m.from, view) + " -> " + ServerName(m.to, view), 20)
+        << FormatMoveProgress(m.chunks_done, m.chunks_total, m.bytes_done, m.bytes_total,
+                              m.rate_bytes_per_s, m.eta_ms)
+        << (m.error.empty() ? "" : "  ERROR " + m.error) << "\n";
+    }
+    if (rows.size() > max_rows) o << "  ... " << rows.size() - max_rows << " more\n";
+  }
+  if (!mv.degraded.empty()) {
+    std::map<std::string, std::vector<const DegradedPgView*>> by_reason;
+    for (const DegradedPgView& d : mv.degraded) by_reason[d.reason].push_back(&d);
+    o << "degraded  " << mv.degraded.size() << " PGs with missing positions";
+    if (mv.waiting_for_server) o << ", WAITING FOR A SERVER (no spare failure domain)";
+    o << "\n";
+    for (const auto& [reason, pgs] : by_reason) {
+      o << "  " << pgs.size() << " " << reason << ":";
+      for (size_t i = 0; i < pgs.size() && i < 8; ++i) {
+        o << " " << pgs[i]->pg_width << "/" << pgs[i]->pg_index << "[";
+        for (size_t j = 0; j < pgs[i]->positions.size(); ++j) {
+          o << (j ? "," : "") << pgs[i]->positions[j];
+        }
+        o << "]";
+      }
+      if (pgs.size() > 8) o << " ...";
+      o << "\n";
+    }
+  }
+  o << "health    " << (mv.message.empty() ? "healthy" : mv.message) << "\n";
+  return o.str();
+}
+
+std::string FormatServerTable(const ClusterView& v) {
+  std::ostringstream o;
+  if (!v.servers.empty()) {
+      o << "  " << Pad("ID", 5) << Pad("ADDRESS", 22) << Pad("DOMAIN", 10) << Pad("STATE", 7)
+        << Pad("MEMBER", 10) << Pad("PGS", 6) << Pad("USED / CAPACITY", 24) << Pad("CHUNKS", 9)
+        << Pad("SCRUBBED", 10) << Pad("CORRUPT", 9) << "HEARTBEAT\n";
+      for (const ServerView& s : v.servers) {
+        o << "  " << Pad(s.id.ToString(), 5) << Pad(s.address, 22) << Pad(s.failure_domain, 10)
+          << Pad(s.up ? "up" : "DOWN", 7) << Pad(s.state.empty() ? "in" : s.state, 10)
+          << Pad(std::to_string(s.pg_positions), 6)
+          << Pad(HumanBytes(s.used_bytes) + " / " + HumanBytes(s.capacity_bytes), 24)
+          << Pad(std::to_string(s.chunk_count), 9) << Pad(std::to_string(s.chunks_scrubbed), 10)
+          << Pad(std::to_string(s.corrupt_found) + "/" + std::to_string(s.corrupt_repaired), 9)
+          << Heartbeat(s.last_heartbeat_ms_ago) << "\n";
+      }
+    }
+  return o.str();
+}
 
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -36,7 +135,8 @@ std::string HumanBytes(uint64_t bytes) {
 
 std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,
                          const std::optional<LocalProcesses>& local,
-                         const std::vector<std::string>& mounts) {
+                         const std::vector<std::string>& mounts,
+                         const Result<MovesView>* moves) {
   std::ostringstream o;
   if (local) o << "cluster   local, root " << local->state.root << "\n";
   if (!view.ok()) {
@@ -50,25 +150,24 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
     for (const ServerView& s : v.servers) up += s.up ? 1 : 0;
     o << "servers   " << v.servers.size() << " registered, " << up << " up, "
       << v.servers.size() - static_cast<size_t>(up) << " down\n";
-    if (!v.servers.empty()) {
-      o << "  " << Pad("ID", 5) << Pad("ADDRESS", 22) << Pad("DOMAIN", 10) << Pad("STATE", 7)
-        << Pad("CAPACITY", 12) << Pad("USED", 12) << Pad("CHUNKS", 10) << "HEARTBEAT\n";
-      for (const ServerView& s : v.servers) {
-        o << "  " << Pad(s.id.ToString(), 5) << Pad(s.address, 22) << Pad(s.failure_domain, 10)
-          << Pad(s.up ? "up" : "DOWN", 7) << Pad(HumanBytes(s.capacity_bytes), 12)
-          << Pad(HumanBytes(s.used_bytes), 12) << Pad(std::to_string(s.chunk_count), 10)
-          << Heartbeat(s.last_heartbeat_ms_ago) << "\n";
-      }
-    }
+    o << FormatServerTable(v);
     o << "pgs      ";
     if (v.pg_count_by_width.empty()) o << " none yet";
     for (const auto& [width, count] : v.pg_count_by_width) {
       o << " width " << width << ": " << count << " placement groups;";
     }
+    if (v.pending_positions > 0) o << " " << v.pending_positions << " positions moving";
     o << "\n";
     o << "capacity  raw " << HumanBytes(v.total_bytes) << " (" << HumanBytes(v.free_bytes)
       << " free), usable after parity " << HumanBytes(v.usable_total_bytes) << " ("
       << HumanBytes(v.usable_free_bytes) << " free), " << v.files << " inodes\n";
+    if (moves != nullptr) {
+      if (moves->ok()) {
+        o << FormatMoves(**moves, &v, 20);
+      } else {
+        o << "moves     unknown: " << moves->status().ToString() << "\n";
+      }
+    }
     if (v.default_k > 0 && static_cast<uint32_t>(up) < v.default_k + v.default_m) {
       o << "WARNING   only " << up << " data servers up, fewer than k+m = "
         << v.default_k + v.default_m << ": the cluster is degraded and waiting for servers\n";

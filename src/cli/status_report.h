@@ -24,11 +24,27 @@ struct LocalProcesses {
 // "1.5 GiB", "512 B", "20.0 MiB" (binary units, one decimal above bytes).
 std::string HumanBytes(uint64_t bytes);
 
+// "7 s", "2 min 5 s", "1 h 3 min"; "?" for a negative (unknown) value.
+std::string HumanDuration(int64_t ms);
+
+// One line of move progress: "chunks 10/40, 12.0 MiB/48.0 MiB, 30.2 MiB/s, eta 2 s".
+std::string FormatMoveProgress(uint64_t chunks_done, uint64_t chunks_total, uint64_t bytes_done,
+                               uint64_t bytes_total, uint64_t rate_bytes_per_s, int64_t eta_ms);
+
+// The moves part of the report: summary line, the tasks (at most `max_rows`, running first),
+// the degraded PGs (grouped by reason) and the health line.
+std::string FormatMoves(const MovesView& moves, const ClusterView* view, size_t max_rows);
+
+// The table of data servers: id, address, failure domain, up/DOWN, membership (in/draining/
+// removed), PG positions held, used/capacity, chunks, scrub counters, last heartbeat.
+std::string FormatServerTable(const ClusterView& view);
+
 // The whole report. `view` is the metadata server's answer, or its error (then the report says
 // the metadata server is unreachable and shows what else it knows). `local` is set for --root.
 // `mounts` lists fuse mount points found on this host (shown when `local` is not set).
 std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,
                          const std::optional<LocalProcesses>& local,
-                         const std::vector<std::string>& mounts);
+                         const std::vector<std::string>& mounts,
+                         const Result<MovesView>* moves = nullptr);
 
 }  // namespace aquifer::cli

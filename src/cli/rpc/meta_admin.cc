@@ -45,10 +45,18 @@ Result<ClusterView> FetchClusterView(const std::string& address,
       v.used_bytes = s.used_bytes();
       v.chunk_count = s.chunk_count();
       v.last_heartbeat_ms_ago = s.last_heartbeat_ms_ago();
+      v.state = s.state();
+      v.pg_positions = s.pg_positions();
+      v.chunks_scrubbed = s.chunks_scrubbed();
+      v.corrupt_found = s.corrupt_found();
+      v.corrupt_repaired = s.corrupt_repaired();
       view.servers.push_back(std::move(v));
     }
     for (const auto& t : resp.pg_tables()) {
       view.pg_count_by_width[t.width()] += static_cast<uint32_t>(t.pgs_size());
+      for (const auto& pg : t.pgs()) {
+        for (uint32_t p : pg.pending()) view.pending_positions += p != 0 ? 1 : 0;
+      }
     }
     view.default_k = static_cast<uint32_t>(resp.default_k());
     view.default_m = static_cast<uint32_t>(resp.default_m());
@@ -68,6 +76,91 @@ Result<ClusterView> FetchClusterView(const std::string& address,
     view.files = resp.files();
   }
   return view;
+}
+
+Result<MovesView> FetchMoves(const std::string& address, std::chrono::milliseconds timeout) {
+  auto stub = aquifer::rpc::MetaService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  aquifer::rpc::GetMovesRequest req;
+  aquifer::rpc::GetMovesResponse resp;
+  grpc::Status st = stub->GetMoves(&ctx, req, &resp);
+  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "GetMoves", address));
+  MovesView v;
+  for (const auto& m : resp.moves()) {
+    MoveView mv;
+    mv.id = m.task().id();
+    mv.kind = m.task().kind();
+    mv.state = m.state();
+    mv.pg_width = m.task().pg_width();
+    mv.pg_index = m.task().pg_index();
+    mv.position = m.task().position();
+    mv.from = ServerId(m.task().from_server());
+    mv.to = ServerId(m.task().to_server());
+    mv.chunks_done = m.progress().chunks_done();
+    mv.chunks_total = m.progress().chunks_total();
+    mv.bytes_done = m.progress().bytes_done();
+    mv.bytes_total = m.progress().bytes_total();
+    mv.done = m.progress().done();
+    mv.error = m.progress().error();
+    mv.rate_bytes_per_s = m.rate_bytes_per_s();
+    mv.eta_ms = m.eta_ms();
+    mv.age_ms = m.age_ms();
+    v.moves.push_back(std::move(mv));
+  }
+  for (const auto& d : resp.degraded()) {
+    DegradedPgView dv;
+    dv.pg_width = d.pg_width();
+    dv.pg_index = d.pg_index();
+    dv.positions.assign(d.positions().begin(), d.positions().end());
+    dv.reason = d.reason();
+    v.degraded.push_back(std::move(dv));
+  }
+  const auto& s = resp.summary();
+  v.running = s.moves_running();
+  v.queued = s.moves_queued();
+  v.degraded_pgs = s.degraded_pgs();
+  v.waiting_for_server = s.waiting_for_server();
+  v.bytes_left = s.bytes_left();
+  v.eta_ms = s.eta_ms();
+  v.message = s.message();
+  v.max_concurrent_moves = s.max_concurrent_moves();
+  v.move_rate_bytes_per_s = s.move_rate_bytes_per_s();
+  v.rebalance_paused = s.rebalance_paused();
+  v.moves_completed = s.moves_completed();
+  return v;
+}
+
+namespace {
+
+Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, bool remove,
+                                      bool force, std::chrono::milliseconds timeout) {
+  auto stub = aquifer::rpc::MetaService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  aquifer::rpc::ServerAdminRequest req;
+  req.set_server_id(id.value());
+  req.set_force(force);
+  aquifer::rpc::ServerAdminResponse resp;
+  grpc::Status st = remove ? stub->RemoveServer(&ctx, req, &resp)
+                           : stub->DrainServer(&ctx, req, &resp);
+  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), remove ? "RemoveServer" : "DrainServer",
+                             address));
+  return ServerAdminResult{resp.positions_held(), resp.moves_scheduled()};
+}
+
+}  // namespace
+
+Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,
+                                      std::chrono::milliseconds timeout) {
+  return ServerAdmin(address, id, /*remove=*/false, /*force=*/false, timeout);
+}
+
+Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, bool force,
+                                       std::chrono::milliseconds timeout) {
+  return ServerAdmin(address, id, /*remove=*/true, force, timeout);
 }
 
 }  // namespace aquifer::cli

@@ -16,4 +16,17 @@ namespace aquifer::cli {
 Result<ClusterView> FetchClusterView(const std::string& address,
                                      std::chrono::milliseconds timeout);
 
+// GetMoves. Errors as FetchClusterView.
+Result<MovesView> FetchMoves(const std::string& address, std::chrono::milliseconds timeout);
+
+// DrainServer: marks `id` draining and schedules moves of its positions. Errors: kNotFound
+// (unknown id), kInvalidArgument (removed server), kUnavailable.
+Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,
+                                      std::chrono::milliseconds timeout);
+
+// RemoveServer. Errors: kNotEmpty while it holds PG positions (unless `force`), kNotFound,
+// kUnavailable.
+Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, bool force,
+                                       std::chrono::milliseconds timeout);
+
 }  // namespace aquifer::cli

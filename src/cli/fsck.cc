@@ -1,0 +1,475 @@
+#include "cli/fsck.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "cli/status_report.h"
+
+namespace aquifer::cli {
+
+namespace {
+
+struct FileInfo {
+  uint64_t size = 0;
+  uint64_t data_version = 0;
+  uint32_t k = 0, m = 0, unit_bytes = 0;
+  std::string path;
+  uint64_t StripeSpan() const { return static_cast<uint64_t>(k) * unit_bytes; }
+};
+
+// One server's listing, fetched a page at a time.
+class Cursor {
+ public:
+  Cursor(FsckRpc& rpc, std::string address, uint32_t page)
+      : rpc_(rpc), address_(std::move(address)), page_(page) {}
+  // The next chunk version, or nullptr at the end. Errors: the ListChunks failure.
+  Result<const FsckChunk*> Peek() {
+    while (idx_ >= chunks_.size()) {
+      if (eof_) return static_cast<const FsckChunk*>(nullptr);
+      InodeId ino;
+      uint64_t stripe = 0;
+      uint32_t pos = 0;
+      if (!chunks_.empty()) {
+        ino = chunks_.back().ino;
+        stripe = chunks_.back().stripe;
+        pos = chunks_.back().position;
+      }
+      Result<FsckChunkPage> p = rpc_.ListChunks(address_, ino, stripe, pos, page_);
+      if (!p.ok()) return p.status();
+      chunks_ = std::move(p->chunks);
+      idx_ = 0;
+      eof_ = p->eof || chunks_.empty();
+    }
+    return &chunks_[idx_];
+  }
+  void Pop() { ++idx_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  FsckRpc& rpc_;
+  std::string address_;
+  uint32_t page_;
+  std::vector<FsckChunk> chunks_;
+  size_t idx_ = 0;
+  bool eof_ = false;
+};
+
+struct Held {  // orphan chunk versions of one inode, by server
+  std::set<size_t> servers;
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;
+  uint64_t first_stripe = UINT64_MAX;
+};
+
+std::string JoinPositions(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t p : v) s += (s.empty() ? "" : ",") + std::to_string(p);
+  return s;
+}
+
+// Positions a whole stripe version needs, and how many of them are empty data chunks.
+struct Rule {
+  std::vector<uint32_t> needed;
+  uint32_t empty_data = 0;
+  uint32_t k = 1;
+  bool replicated = false;
+};
+
+Rule RuleFor(const FsckChunk* placed, const FileInfo& f, uint64_t stripe) {
+  Rule r;
+  uint32_t k = f.k, m = f.m, unit = f.unit_bytes;
+  uint64_t sb = 0;
+  bool replicated = false;
+  if (placed != nullptr && placed->has_placement) {
+    k = placed->k;
+    m = placed->m;
+    unit = placed->unit_bytes;
+    sb = placed->stripe_bytes;
+    replicated = placed->replicated;
+  } else {
+    const uint64_t span = static_cast<uint64_t>(k) * unit;
+    const uint64_t start = stripe * span;
+    sb = f.size > start ? std::min(f.size - start, span) : 0;
+    replicated = sb < unit;
+  }
+  r.k = k;
+  r.replicated = replicated;
+  if (replicated) {
+    for (uint32_t i = 0; i <= m; ++i) r.needed.push_back(i);
+    return r;
+  }
+  for (uint32_t i = 0; i < k; ++i) {
+    const uint64_t off = static_cast<uint64_t>(i) * unit;
+    if (sb > off) {
+      r.needed.push_back(i);
+    } else {
+      ++r.empty_data;
+    }
+  }
+  for (uint32_t i = k; i < k + m; ++i) r.needed.push_back(i);
+  return r;
+}
+
+class Checker {
+ public:
+  Checker(FsckRpc& rpc, const FsckOptions& o, std::ostream& out) : rpc_(rpc), o_(o), out_(out) {}
+
+  Result<FsckReport> Run() {
+    AQ_RETURN_IF_ERROR(Walk());
+    out_ << "namespace: " << r_.directories << " directories, " << r_.files
+         << " regular files\n";
+    Result<std::vector<FsckServer>> servers = rpc_.Servers();
+    if (!servers.ok()) return servers.status();
+    for (const FsckServer& s : *servers) {
+      if (s.state == "removed") continue;
+      if (!s.up) {
+        out_ << "server " << s.id.ToString() << " (" << s.address << ") is DOWN: not listed";
+        if (s.pg_positions > 0) {
+          out_ << "; it holds " << s.pg_positions
+               << " PG positions, so its chunks count as missing (repair moves rebuild them "
+                  "after the repair delay: `aquifer repair wait`)\n";
+          r_.servers_skipped.push_back(s.id.ToString());
+        } else {
+          out_ << " (it holds no PG positions; `aquifer server remove " << s.id.ToString()
+               << "` when it is gone for good)\n";
+        }
+        continue;
+      }
+      cursors_.emplace_back(rpc_, s.address, o_.page_chunks);
+      server_names_.push_back(s.id.ToString() + " (" + s.address + ")");
+    }
+    r_.servers_listed = cursors_.size();
+    AQ_RETURN_IF_ERROR(Merge());
+    ConfirmOrphans();
+    if (o_.repair) Repair();
+    Summary();
+    return r_;
+  }
+
+ private:
+  Status Walk() {
+    std::deque<std::pair<InodeId, std::string>> dirs;
+    dirs.emplace_back(kRootInode, "");
+    std::set<uint64_t> seen_dirs{kRootInode.value()};
+    while (!dirs.empty()) {
+      auto [dir, path] = dirs.front();
+      dirs.pop_front();
+      ++r_.directories;
+      uint64_t cookie = 0;
+      while (true) {
+        Result<FsckDirPage> page = rpc_.ReadDir(dir, cookie);
+        if (!page.ok()) {
+          return Status(page.status().code(),
+                        "reading directory " + (path.empty() ? "/" : path) + ": " +
+                            page.status().message());
+        }
+        for (const FsckDirEntry& e : page->entries) {
+          cookie = e.cookie;
+          const std::string child = path + "/" + e.name;
+          if (S_ISDIR(e.attr.mode)) {
+            if (seen_dirs.insert(e.attr.ino.value()).second) dirs.emplace_back(e.attr.ino, child);
+          } else if (S_ISREG(e.attr.mode)) {
+            auto [it, fresh] = files_.try_emplace(e.attr.ino.value());
+            if (fresh) {
+              FileInfo& f = it->second;
+              f.size = e.attr.size;
+              f.data_version = e.attr.data_version;
+              f.k = e.attr.k;
+              f.m = e.attr.m;
+              f.unit_bytes = e.attr.unit_bytes;
+              f.path = child;
+              ++r_.files;
+            }
+          }
+        }
+        if (page->eof || page->entries.empty()) break;
+      }
+    }
+    return OkStatus();
+  }
+
+  Status Merge() {
+    std::vector<std::pair<size_t, FsckChunk>> group;
+    while (true) {
+      // The smallest (ino, stripe) at the head of any listing.
+      bool any = false;
+      uint64_t ino = 0, stripe = 0;
+      for (size_t i = 0; i < cursors_.size(); ++i) {
+        Result<const FsckChunk*> c = cursors_[i].Peek();
+        if (!c.ok()) return c.status().WithPrefix("listing server " + server_names_[i]);
+        if (*c == nullptr) continue;
+        const auto key = std::make_pair((*c)->ino.value(), (*c)->stripe);
+        if (!any || key < std::make_pair(ino, stripe)) {
+          ino = key.first;
+          stripe = key.second;
+          any = true;
+        }
+      }
+      if (!any) return OkStatus();
+      group.clear();
+      for (size_t i = 0; i < cursors_.size(); ++i) {
+        while (true) {
+          Result<const FsckChunk*> c = cursors_[i].Peek();
+          if (!c.ok()) return c.status().WithPrefix("listing server " + server_names_[i]);
+          if (*c == nullptr || (*c)->ino.value() != ino || (*c)->stripe != stripe) break;
+          group.emplace_back(i, **c);
+          cursors_[i].Pop();
+        }
+      }
+      r_.chunk_versions += group.size();
+      ++r_.stripes;
+      CheckStripe(ino, stripe, group);
+    }
+  }
+
+  void NoteOrphan(std::map<uint64_t, Held>& into, uint64_t ino, uint64_t stripe, size_t server,
+                  const FsckChunk& c) {
+    Held& h = into[ino];
+    h.servers.insert(server);
+    ++h.chunks;
+    h.bytes += c.length;
+    h.first_stripe = std::min(h.first_stripe, stripe);
+  }
+
+  void CheckStripe(uint64_t ino, uint64_t stripe,
+                   const std::vector<std::pair<size_t, FsckChunk>>& group) {
+    auto fit = files_.find(ino);
+    if (fit == files_.end()) {
+      for (const auto& [server, c] : group) NoteOrphan(no_inode_, ino, stripe, server, c);
+      return;
+    }
+    const FileInfo& f = fit->second;
+    std::set<std::pair<uint64_t, uint32_t>> uncommitted;
+    uint64_t newest = 0;
+    bool any_committed = false;
+    for (const auto& [server, c] : group) {
+      if (c.version > f.data_version) {
+        uncommitted.insert({c.version, c.position});
+      } else {
+        any_committed = true;
+        newest = std::max(newest, c.version);
+      }
+    }
+    if (!uncommitted.empty()) {
+      r_.uncommitted_versions += uncommitted.size();
+      Print(warn_printed_, "UNCOMMITTED", f.path + " (inode " + std::to_string(ino) + ") stripe " +
+                                              std::to_string(stripe) + ": " +
+                                              std::to_string(uncommitted.size()) +
+                                              " chunk versions newer than data_version " +
+                                              std::to_string(f.data_version) +
+                                              " (a writer's, or a crashed one's)");
+    }
+    if (!any_committed) return;
+    const uint64_t span = f.StripeSpan();
+    const uint64_t end_stripe = span == 0 ? 0 : (f.size + span - 1) / span;
+    if (stripe >= end_stripe) {
+      for (const auto& [server, c] : group) {
+        if (c.version <= f.data_version) NoteOrphan(past_eof_, ino, stripe, server, c);
+      }
+      return;
+    }
+    // Versions <= data_version, newest first: the newest must be whole, or be a crashed
+    // writer's partial version over a whole older one.
+    std::map<uint64_t, std::pair<std::set<uint32_t>, const FsckChunk*>, std::greater<>> versions;
+    for (const auto& [server, c] : group) {
+      if (c.version > f.data_version) continue;
+      auto& v = versions[c.version];
+      v.first.insert(c.position);
+      if (v.second == nullptr || (!v.second->has_placement && c.has_placement)) v.second = &c;
+    }
+    bool first = true;
+    std::string first_problem;
+    uint32_t first_missing = 0;
+    bool first_rebuildable = false;
+    for (const auto& [version, pv] : versions) {
+      const Rule rule = RuleFor(pv.second, f, stripe);
+      std::vector<uint32_t> missing;
+      uint32_t present = 0;
+      for (uint32_t p : rule.needed) {
+        if (pv.first.count(p)) {
+          ++present;
+        } else {
+          missing.push_back(p);
+        }
+      }
+      if (missing.empty()) {
+        if (first) return;  // whole
+        ++r_.partial_versions;
+        Print(warn_printed_, "PARTIAL", first_problem + "; version " + std::to_string(version) +
+                                            " is whole and is what readers get (a crashed "
+                                            "writer's leftover)");
+        return;
+      }
+      const bool rebuildable =
+          rule.replicated ? present >= 1 : present + rule.empty_data >= rule.k;
+      if (first) {
+        first = false;
+        first_missing = static_cast<uint32_t>(missing.size());
+        first_rebuildable = rebuildable;
+        first_problem = f.path + " (inode " + std::to_string(ino) + ") stripe " +
+                        std::to_string(stripe) + " version " + std::to_string(version) + " (" +
+                        (rule.replicated ? "replicated" : "erasure coded") + "): position" +
+                        (missing.size() > 1 ? "s " : " ") + JoinPositions(missing) +
+                        " absent, " + std::to_string(present) + " of " +
+                        std::to_string(rule.needed.size()) + " present";
+      }
+      if (rebuildable) break;  // an older whole version does not matter then
+    }
+    if (first_rebuildable) {
+      ++r_.missing_stripes;
+      r_.missing_chunks += first_missing;
+      Print(missing_printed_, "MISSING", first_problem + " (rebuildable)");
+    } else {
+      ++r_.lost_stripes;
+      Print(missing_printed_, "LOST", first_problem + " (too few to rebuild)");
+    }
+  }
+
+  void Print(size_t& printed, const char* kind, const std::string& what) {
+    if (o_.verbose || printed < o_.max_listed) out_ << kind << "  " << what << "\n";
+    ++printed;
+  }
+
+  void ConfirmOrphans() {
+    for (auto it = no_inode_.begin(); it != no_inode_.end();) {
+      Result<std::optional<FsckAttr>> a = rpc_.GetAttr(InodeId(it->first));
+      if (!a.ok()) {
+        ++r_.errors;
+        out_ << "ERROR  GetAttr(" << it->first << "): " << a.status().ToString() << "\n";
+        it = no_inode_.erase(it);
+        continue;
+      }
+      if (a->has_value()) {  // created during the walk, or unlinked but still open
+        it = no_inode_.erase(it);
+        continue;
+      }
+      ++r_.orphan_inodes;
+      r_.orphan_chunks += it->second.chunks;
+      r_.orphan_bytes += it->second.bytes;
+      Print(orphan_printed_, "ORPHAN", "inode " + std::to_string(it->first) +
+                                           " does not exist: " +
+                                           std::to_string(it->second.chunks) +
+                                           " chunk versions (" + HumanBytes(it->second.bytes) +
+                                           ") on " + std::to_string(it->second.servers.size()) +
+                                           " server(s)");
+      ++it;
+    }
+    for (const auto& [ino, h] : past_eof_) {
+      ++r_.past_eof_files;
+      r_.orphan_chunks += h.chunks;
+      r_.orphan_bytes += h.bytes;
+      const FileInfo& f = files_.at(ino);
+      Print(orphan_printed_, "ORPHAN", f.path + " (inode " + std::to_string(ino) + ", size " +
+                                           std::to_string(f.size) + "): " +
+                                           std::to_string(h.chunks) +
+                                           " committed chunk versions past the end, from stripe " +
+                                           std::to_string(h.first_stripe));
+    }
+    r_.orphans_left = r_.orphan_chunks;
+  }
+
+  // Deletes orphans; on success they no longer count as left.
+  void Repair() {
+    for (const auto& [ino, h] : no_inode_) {
+      bool ok = true;
+      for (size_t server : h.servers) {
+        Result<uint64_t> n = rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), 0,
+                                               UINT64_MAX);
+        if (!n.ok()) {
+          ok = false;
+          ++r_.errors;
+          out_ << "ERROR  deleting inode " << ino << "'s chunks on " << server_names_[server]
+               << ": " << n.status().ToString() << "\n";
+        } else {
+          r_.orphans_deleted += *n;
+        }
+      }
+      if (ok) r_.orphans_left -= std::min(r_.orphans_left, h.chunks);
+    }
+    for (const auto& [ino, h] : past_eof_) {
+      Result<std::optional<FsckAttr>> a = rpc_.GetAttr(InodeId(ino));
+      if (!a.ok()) {
+        ++r_.errors;
+        continue;
+      }
+      uint64_t from = 0, max_version = UINT64_MAX;
+      if (a->has_value()) {
+        const uint64_t span = static_cast<uint64_t>((*a)->k) * (*a)->unit_bytes;
+        from = span == 0 ? 0 : ((*a)->size + span - 1) / span;
+        max_version = (*a)->data_version;
+      }
+      bool ok = true;
+      for (size_t server : h.servers) {
+        Result<uint64_t> n =
+            rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), from, max_version);
+        if (!n.ok()) {
+          ok = false;
+          ++r_.errors;
+          out_ << "ERROR  deleting inode " << ino << "'s chunks past its end on "
+               << server_names_[server] << ": " << n.status().ToString() << "\n";
+        } else {
+          r_.orphans_deleted += *n;
+        }
+      }
+      if (ok) r_.orphans_left -= std::min(r_.orphans_left, h.chunks);
+    }
+  }
+
+  void Summary() {
+    auto more = [this](size_t printed, const char* what) {
+      if (!o_.verbose && printed > o_.max_listed) {
+        out_ << "  (" << printed - o_.max_listed << " more " << what
+             << " findings not shown; --verbose lists all)\n";
+      }
+    };
+    more(missing_printed_, "missing/lost");
+    more(orphan_printed_, "orphan");
+    more(warn_printed_, "warning");
+    out_ << "checked: " << r_.stripes << " stripes, " << r_.chunk_versions
+         << " chunk versions on " << r_.servers_listed << " data servers\n";
+    out_ << "missing: " << r_.missing_stripes << " stripes (" << r_.missing_chunks
+         << " chunks) rebuildable, " << r_.lost_stripes << " stripes lost\n";
+    out_ << "orphans: " << r_.orphan_chunks << " chunk versions (" << HumanBytes(r_.orphan_bytes)
+         << "): " << r_.orphan_inodes << " inodes that do not exist, " << r_.past_eof_files
+         << " files with chunks past their end";
+    if (o_.repair) out_ << "; deleted " << r_.orphans_deleted << " chunk versions";
+    out_ << "\n";
+    out_ << "warnings: " << r_.uncommitted_versions << " uncommitted chunk versions, "
+         << r_.partial_versions << " partial versions over a whole older one\n";
+    if (r_.missing_stripes > 0 || !r_.servers_skipped.empty()) {
+      out_ << "note: fsck does not rebuild chunks itself. Positions on a down server are rebuilt "
+              "by repair moves after the metadata server's repair delay (`aquifer repair "
+              "wait`); chunks lost on a server that is up are rebuilt only when a move of that "
+              "PG position runs.\n";
+    }
+    if (!o_.repair && r_.orphans_left > 0) {
+      out_ << "note: `aquifer fsck --repair` deletes the orphans\n";
+    }
+    out_ << (r_.clean() ? "fsck: clean\n" : "fsck: PROBLEMS remain\n");
+  }
+
+  FsckRpc& rpc_;
+  const FsckOptions& o_;
+  std::ostream& out_;
+  FsckReport r_;
+  std::unordered_map<uint64_t, FileInfo> files_;
+  std::vector<Cursor> cursors_;
+  std::vector<std::string> server_names_;
+  std::map<uint64_t, Held> no_inode_;
+  std::map<uint64_t, Held> past_eof_;
+  size_t missing_printed_ = 0, orphan_printed_ = 0, warn_printed_ = 0;
+};
+
+}  // namespace
+
+Result<FsckReport> RunFsck(FsckRpc& rpc, const FsckOptions& options, std::ostream& out) {
+  Checker c(rpc, options, out);
+  return c.Run();
+}
+
+}  // namespace aquifer::cli

@@ -1,0 +1,71 @@
+// `aquifer fsck`: checks that the chunks on the data servers match the namespace.
+//
+// 1. Walks the namespace from the root (ReadDir with attributes, paged 1,000 entries), keeping
+//    per regular file {size, data_version, layout} (about 60 bytes a file; hard links once).
+// 2. Lists every non-removed, up data server's chunks (ListChunks, pages of `page_chunks`) and
+//    merges the sorted listings, one (inode, stripe) at a time, so memory is O(servers * page)
+//    besides the file table.
+// 3. Per stripe: versions > data_version are uncommitted (a writer's, or a crash's leftovers:
+//    warnings); the newest version <= data_version must have every position its rule needs
+//    (replicated: 0..m; erasure coded: data chunks that are not empty at the tail, and all m
+//    parity chunks), else the stripe is MISSING chunks (rebuildable when k, or 1 copy, remain;
+//    else LOST unless it is a partial version over a whole older one, a crashed writer's: a
+//    warning). A stripe with no chunk at all is a hole (sparse file): not checked.
+//    Chunks of an inode that does not exist (confirmed with GetAttr: files created or unlinked
+//    during the walk are not orphans) and committed chunks past a file's end are ORPHANS.
+// 4. With `repair`, orphans are deleted (DeleteChunks on each server that holds them; past-end
+//    ones from the file's current end, up to its current data_version, so nothing written since
+//    the check is touched). Missing chunks are not rebuilt by fsck: a down server's positions
+//    are rebuilt by repair moves; fsck says so.
+//
+// Problems (exit 1): missing, lost, orphans not deleted, servers that could not be listed.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "aquifer/status.h"
+#include "cli/rpc/fsck_rpc.h"
+
+namespace aquifer::cli {
+
+struct FsckOptions {
+  bool repair = false;
+  uint32_t page_chunks = 10000;  // ListChunks page
+  size_t max_listed = 20;        // findings printed per kind (all are counted)
+  bool verbose = false;          // print every finding
+};
+
+struct FsckReport {
+  uint64_t directories = 0;
+  uint64_t files = 0;
+  uint64_t servers_listed = 0;
+  std::vector<std::string> servers_skipped;  // down while holding PG positions
+  uint64_t chunk_versions = 0;  // listed
+  uint64_t stripes = 0;         // (inode, stripe) groups checked
+  uint64_t missing_stripes = 0;  // rebuildable
+  uint64_t missing_chunks = 0;
+  uint64_t lost_stripes = 0;     // fewer than k (or no copy) at the committed version
+  uint64_t partial_versions = 0; // crashed writer's partial version over a whole older one
+  uint64_t uncommitted_versions = 0;  // chunk versions > data_version
+  uint64_t orphan_inodes = 0;        // inodes with chunks but no inode
+  uint64_t orphan_chunks = 0;        // chunk versions of those, plus committed ones past EOF
+  uint64_t orphan_bytes = 0;
+  uint64_t past_eof_files = 0;
+  uint64_t orphans_deleted = 0;      // chunk versions deleted by --repair
+  uint64_t orphans_left = 0;         // orphan chunk versions not deleted (no --repair, or failed)
+  uint64_t errors = 0;               // RPC failures during the check or repair
+  // Whether problems remain after any repair.
+  bool clean() const {
+    return missing_stripes == 0 && lost_stripes == 0 && errors == 0 &&
+           servers_skipped.empty() && orphans_left == 0;
+  }
+};
+
+// Runs the check (and repair), printing findings and a summary to `out`. Errors: the metadata
+// server unreachable or the namespace walk failing (then nothing is deleted).
+Result<FsckReport> RunFsck(FsckRpc& rpc, const FsckOptions& options, std::ostream& out);
+
+}  // namespace aquifer::cli

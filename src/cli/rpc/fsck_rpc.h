@@ -1,0 +1,96 @@
+// The gRPC calls `aquifer fsck` makes, in the CLI's own types: the namespace (ReadDir with
+// attributes, GetAttr) and the cluster map on the metadata server; ListChunks and DeleteChunks on
+// data servers. Every call has a deadline; errors are kUnavailable (unreachable / timed out) or
+// the server's own status.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aquifer/ids.h"
+#include "aquifer/status.h"
+
+namespace aquifer::cli {
+
+// What fsck needs of an inode.
+struct FsckAttr {
+  InodeId ino;
+  uint32_t mode = 0;  // S_IFMT bits and permissions
+  uint64_t size = 0;
+  uint64_t data_version = 0;
+  uint32_t k = 0;  // layout (regular files)
+  uint32_t m = 0;
+  uint32_t unit_bytes = 0;
+};
+
+struct FsckDirEntry {
+  std::string name;
+  uint64_t cookie = 0;
+  FsckAttr attr;
+};
+
+struct FsckDirPage {
+  std::vector<FsckDirEntry> entries;
+  bool eof = false;
+};
+
+// One chunk version as ListChunks returns it.
+struct FsckChunk {
+  InodeId ino;
+  uint64_t stripe = 0;
+  uint32_t position = 0;
+  uint64_t version = 0;
+  uint64_t length = 0;
+  bool has_placement = false;  // false: written without one (format 1)
+  uint32_t pg_width = 0;
+  uint32_t pg_index = 0;
+  uint32_t k = 0;
+  uint32_t m = 0;
+  uint32_t unit_bytes = 0;
+  uint64_t stripe_bytes = 0;
+  bool replicated = false;
+};
+
+struct FsckChunkPage {
+  std::vector<FsckChunk> chunks;  // key order (ino, stripe, position), versions oldest first
+  bool eof = false;
+};
+
+// A data server as the cluster map lists it.
+struct FsckServer {
+  ServerId id;
+  std::string address;
+  bool up = false;
+  std::string state;  // "in" | "draining" | "removed"
+  uint32_t pg_positions = 0;  // PG positions it is the target of
+};
+
+// The metadata server and data servers fsck talks to. Virtual so the checker can be tested with
+// an in-memory cluster.
+class FsckRpc {
+ public:
+  virtual ~FsckRpc() = default;
+  virtual Result<std::vector<FsckServer>> Servers() = 0;
+  // ReadDir(plus) of `dir` after `cookie` (0 = from the start), up to 1,000 entries.
+  virtual Result<FsckDirPage> ReadDir(InodeId dir, uint64_t cookie) = 0;
+  // GetAttr; std::nullopt when the inode does not exist (kNotFound).
+  virtual Result<std::optional<FsckAttr>> GetAttr(InodeId ino) = 0;
+  // ListChunks on `address` after (ino, stripe, position), up to `limit` chunks (all versions).
+  virtual Result<FsckChunkPage> ListChunks(const std::string& address, InodeId after_ino,
+                                           uint64_t after_stripe, uint32_t after_position,
+                                           uint32_t limit) = 0;
+  // DeleteChunks on `address`: every chunk of `ino` with stripe >= from_stripe and
+  // version <= max_version. Returns how many versions were deleted.
+  virtual Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino,
+                                        uint64_t from_stripe, uint64_t max_version) = 0;
+};
+
+// The real one, over gRPC to the metadata server at `meta_address`; `timeout` per call.
+std::unique_ptr<FsckRpc> MakeGrpcFsckRpc(const std::string& meta_address,
+                                         std::chrono::milliseconds timeout);
+
+}  // namespace aquifer::cli
