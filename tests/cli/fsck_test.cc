@@ -1,0 +1,190 @@
+#include "cli/fsck.h"
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace aquifer::cli {
+namespace {
+
+constexpr uint32_t kUnit = 1048576;
+
+// An in-memory cluster: a flat root directory and one chunk listing per server.
+class FakeRpc : public FsckRpc {
+ public:
+  std::vector<FsckDirEntry> root;
+  std::map<std::string, std::vector<FsckChunk>> chunks;  // address -> sorted chunks
+  std::vector<FsckServer> servers;
+  std::vector<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> deletes;
+
+  void AddFile(uint64_t ino, uint64_t size, uint64_t dv) {
+    FsckDirEntry e;
+    e.name = "f" + std::to_string(ino);
+    e.cookie = root.size() + 1;
+    e.attr = FsckAttr{InodeId(ino), S_IFREG | 0644, size, dv, 4, 2, kUnit};
+    root.push_back(e);
+  }
+  void AddChunk(int server, uint64_t ino, uint64_t stripe, uint32_t pos, uint64_t version,
+                uint64_t stripe_bytes) {
+    const std::string addr = "s" + std::to_string(server) + ":1";
+    if (chunks.find(addr) == chunks.end()) {
+      servers.push_back(FsckServer{ServerId(static_cast<uint32_t>(server)), addr, true, "in", 1});
+    }
+    FsckChunk c;
+    c.ino = InodeId(ino);
+    c.stripe = stripe;
+    c.position = pos;
+    c.version = version;
+    c.length = 100;
+    c.has_placement = true;
+    c.pg_width = 6;
+    c.k = 4;
+    c.m = 2;
+    c.unit_bytes = kUnit;
+    c.stripe_bytes = stripe_bytes;
+    c.replicated = stripe_bytes < kUnit;
+    auto& v = chunks[addr];
+    v.push_back(c);
+    std::sort(v.begin(), v.end(), [](const FsckChunk& a, const FsckChunk& b) {
+      return std::tie(a.ino, a.stripe, a.position, a.version) <
+             std::tie(b.ino, b.stripe, b.position, b.version);
+    });
+  }
+  // One stripe's chunks, position p on server p+1.
+  void AddStripe(uint64_t ino, uint64_t stripe, uint64_t version, uint64_t stripe_bytes,
+                 std::vector<uint32_t> positions) {
+    for (uint32_t p : positions) AddChunk(static_cast<int>(p) + 1, ino, stripe, p, version, stripe_bytes);
+  }
+
+  Result<std::vector<FsckServer>> Servers() override { return servers; }
+  Result<FsckDirPage> ReadDir(InodeId dir, uint64_t cookie) override {
+    FsckDirPage p;
+    if (dir == kRootInode) {
+      for (const auto& e : root) {
+        if (e.cookie > cookie && p.entries.size() < 2) p.entries.push_back(e);  // pages of 2
+      }
+    }
+    p.eof = p.entries.empty() || p.entries.back().cookie == root.size();
+    return p;
+  }
+  Result<std::optional<FsckAttr>> GetAttr(InodeId ino) override {
+    for (const auto& e : root) {
+      if (e.attr.ino == ino) return std::optional<FsckAttr>(e.attr);
+    }
+    return std::optional<FsckAttr>();
+  }
+  Result<FsckChunkPage> ListChunks(const std::string& address, InodeId ino, uint64_t stripe,
+                                   uint32_t pos, uint32_t limit) override {
+    FsckChunkPage page;
+    const auto after = std::make_tuple(ino.value(), stripe, pos);
+    const auto& v = chunks[address];
+    size_t i = 0;
+    while (i < v.size() && std::make_tuple(v[i].ino.value(), v[i].stripe, v[i].position) <= after &&
+           !(ino.value() == 0 && stripe == 0 && pos == 0)) {
+      ++i;
+    }
+    uint32_t keys = 0;
+    for (; i < v.size(); ++i) {
+      if (page.chunks.empty() || page.chunks.back().ino != v[i].ino ||
+          page.chunks.back().stripe != v[i].stripe || page.chunks.back().position != v[i].position) {
+        if (keys == limit) return page;
+        ++keys;
+      }
+      page.chunks.push_back(v[i]);
+    }
+    page.eof = true;
+    return page;
+  }
+  Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino, uint64_t from,
+                                uint64_t max_version) override {
+    deletes.emplace_back(address, ino.value(), from, max_version);
+    return 1;
+  }
+};
+
+FsckReport Check(FakeRpc& rpc, bool repair, std::string* text = nullptr) {
+  std::ostringstream out;
+  FsckOptions o;
+  o.repair = repair;
+  o.page_chunks = 1;  // exercise paging
+  Result<FsckReport> r = RunFsck(rpc, o, out);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (text) *text = out.str();
+  return r.ok() ? *r : FsckReport{};
+}
+
+TEST(FsckTest, WholeFilesAreCleanAndEmptyTailDataChunksAreNotMissing) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 5 * kUnit, 7);  // stripe 0 full (4 units), stripe 1: 1 unit -> data 0 + parity
+  rpc.AddStripe(10, 0, 7, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.AddStripe(10, 1, 7, kUnit, {0, 4, 5});
+  rpc.AddFile(11, 100, 3);  // replicated: positions 0..2
+  rpc.AddStripe(11, 0, 3, 100, {0, 1, 2});
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_TRUE(r.clean()) << text;
+  EXPECT_EQ(r.files, 2u);
+  EXPECT_EQ(r.stripes, 3u);
+}
+
+TEST(FsckTest, ReportsMissingRebuildableAndLostStripes) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 4 * kUnit, 7);
+  rpc.AddStripe(10, 0, 7, 4 * kUnit, {0, 1, 3, 4, 5});  // position 2 missing: rebuildable
+  rpc.AddFile(11, 100, 3);
+  rpc.AddStripe(11, 0, 3, 100, {1});  // replicated, 2 copies missing, one left: rebuildable
+  rpc.AddFile(12, 4 * kUnit, 9);
+  rpc.AddStripe(12, 0, 9, 4 * kUnit, {0, 1, 5});  // 3 of 6: lost
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.missing_stripes, 2u) << text;
+  EXPECT_EQ(r.missing_chunks, 3u) << text;
+  EXPECT_EQ(r.lost_stripes, 1u) << text;
+  EXPECT_NE(text.find("positions 0,2 absent"), std::string::npos) << text;
+}
+
+TEST(FsckTest, PartialNewerVersionOverAWholeOlderOneIsAWarningAndUncommittedIsIgnored) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 4 * kUnit, 8);
+  rpc.AddStripe(10, 0, 5, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.AddStripe(10, 0, 8, 4 * kUnit, {0, 1});  // a crashed writer's, below a later commit
+  rpc.AddStripe(10, 0, 9, 4 * kUnit, {3});     // uncommitted
+  FsckReport r = Check(rpc, false);
+  EXPECT_TRUE(r.clean());
+  EXPECT_EQ(r.partial_versions, 1u);
+  EXPECT_EQ(r.uncommitted_versions, 1u);
+}
+
+TEST(FsckTest, RepairDeletesChunksOfMissingInodesAndCommittedStripesPastTheEnd) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 100, 7);
+  rpc.AddStripe(10, 0, 7, 100, {0, 1, 2});
+  rpc.AddStripe(10, 2, 6, 100, {0, 1, 2});  // past the end (1 stripe)
+  rpc.AddStripe(10, 3, 8, 100, {0});        // past the end but uncommitted: a writer's, kept
+  rpc.AddStripe(99, 0, 4, 100, {0, 1});     // inode 99 does not exist
+  FsckReport before = Check(rpc, false);
+  EXPECT_FALSE(before.clean());
+  EXPECT_EQ(before.orphan_inodes, 1u);
+  EXPECT_EQ(before.past_eof_files, 1u);
+  EXPECT_EQ(before.orphan_chunks, 5u);
+  EXPECT_TRUE(rpc.deletes.empty());
+  FsckReport after = Check(rpc, true);
+  EXPECT_TRUE(after.clean());
+  // inode 99: everything on its 2 servers; inode 10: from stripe 1, versions <= 7, on 3 servers.
+  int whole = 0, tail = 0;
+  for (const auto& [addr, ino, from, maxv] : rpc.deletes) {
+    if (ino == 99 && from == 0 && maxv == UINT64_MAX) ++whole;
+    if (ino == 10 && from == 1 && maxv == 7) ++tail;
+  }
+  EXPECT_EQ(whole, 2);
+  EXPECT_EQ(tail, 3);
+  EXPECT_EQ(rpc.deletes.size(), 5u);
+}
+
+}  // namespace
+}  // namespace aquifer::cli
