@@ -1,11 +1,14 @@
 #include "client/chunk_io.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <future>
 #include <vector>
 
+#include "client/stripe_cache.h"
 #include "client/striping.h"
 #include "common/logging.h"
 
@@ -109,8 +112,8 @@ Status ChunkIo::WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe
 
   // Chunks to write: (position, bytes).
   std::vector<std::pair<uint32_t, std::span<const std::byte>>> chunks;
-  std::vector<std::byte> padded;    // the stripe's data zero-padded to k units (coded, short)
-  std::vector<std::byte> parity;    // m units
+  ByteVec padded;                   // the stripe's data zero-padded to k units (coded, short)
+  ByteVec parity;                   // m units (uninitialised until encoded)
   uint32_t empty_landed = 0;        // empty data chunks: nothing to store, count as written
   if (replicated) {
     for (uint32_t p = 0; p <= layout.m; ++p) chunks.emplace_back(p, bytes);
@@ -119,8 +122,9 @@ Status ChunkIo::WriteStripe(InodeId inode, const Layout& layout, uint64_t stripe
     if (!codec.ok()) return codec.status();
     std::span<const std::byte> data = bytes;
     if (len < layout.stripe_bytes()) {
-      padded.assign(layout.stripe_bytes(), std::byte{0});
+      padded.resize(layout.stripe_bytes());
       std::memcpy(padded.data(), bytes.data(), len);
+      std::memset(padded.data() + len, 0, padded.size() - len);
       data = padded;
     }
     parity.resize(uint64_t{layout.m} * unit);
@@ -280,9 +284,14 @@ Status ChunkIo::WriteChunks(
 Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                            uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                            std::span<std::byte> out) {
-  std::memset(out.data(), 0, out.size());
-  if (stripe_len == 0 || begin >= stripe_len || out.empty()) return OkStatus();
+  // Every byte of `out` is written on success: read bytes, or zeros for holes and the part past
+  // stripe_len (the buffers are not zeroed beforehand).
+  if (stripe_len == 0 || begin >= stripe_len || out.empty()) {
+    std::memset(out.data(), 0, out.size());
+    return OkStatus();
+  }
   const uint64_t end = std::min<uint64_t>(begin + out.size(), stripe_len);
+  std::memset(out.data() + (end - begin), 0, out.size() - (end - begin));
   std::span<std::byte> wanted = out.subspan(0, end - begin);
   std::shared_ptr<const ClusterMap> map = this->map();
   if (!map) return Unavailable("no cluster map");
@@ -320,44 +329,86 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                                std::span<std::byte> out) {
   // Ask every copy: the highest version returned is the current one (a copy whose server was
-  // down during the last write holds an older version).
+  // down during the last write holds an older version). A copy whose version equals the
+  // reader's bound (the usual case: the file's data_version) is current at once, since servers
+  // return nothing above the bound: it is used without waiting for the other copies.
   const auto deadline = Clock::now() + options_.chunk_timeout;
-  std::vector<std::future<Result<ChunkData>>> futures;
-  for (uint32_t p = 0; p <= layout.m; ++p) {
+  const uint32_t copies = layout.m + 1;
+  struct Gather {
+    std::mutex mu;  // guards results, done
+    std::condition_variable cv;
+    std::vector<std::optional<Result<ChunkData>>> results;
+    uint32_t done = 0;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->results.resize(copies);
+  for (uint32_t p = 0; p < copies; ++p) {
     Result<std::shared_ptr<DataClient>> client = ClientFor(targets[p], map);
     if (!client.ok()) {
-      std::promise<Result<ChunkData>> failed;
-      failed.set_value(client.status());
-      futures.push_back(failed.get_future());
+      std::lock_guard lock(gather->mu);
+      gather->results[p].emplace(client.status());
+      ++gather->done;
       continue;
     }
     std::shared_ptr<DataClient> dc = *client;
     ChunkId id{inode, stripe, p};
     const uint64_t length = out.size();
     chunk_rpcs_.fetch_add(1);
-    futures.push_back(pool_.Submit([dc, id, max_version, begin, length, deadline] {
-      return dc->ReadChunk(id, max_version, begin, length, deadline);
-    }));
+    // The task owns what it touches (gather is shared): the read may return before it ends.
+    (void)pool_.Submit([gather, p, dc, id, max_version, begin, length, deadline] {
+      Result<ChunkData> r = dc->ReadChunk(id, max_version, begin, length, deadline);
+      {
+        std::lock_guard lock(gather->mu);
+        gather->results[p].emplace(std::move(r));
+        ++gather->done;
+      }
+      gather->cv.notify_all();
+      return 0;
+    });
   }
+  auto fill = [&](const ChunkData& chunk) {
+    const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
+    std::memcpy(out.data(), chunk.bytes.data(), n);
+    std::memset(out.data() + n, 0, out.size() - n);
+  };
   std::optional<ChunkData> best;
   bool any_not_found = false;
   Status last_error;
-  for (auto& f : futures) {
-    Result<ChunkData> r = f.get();
-    if (r.ok()) {
-      if (!best || r->version > best->version) best = std::move(*r);
-    } else if (r.status().code() == Code::kNotFound) {
-      any_not_found = true;
-    } else {
-      if (r.status().code() == Code::kUnavailable) RequestRefresh();
-      last_error = r.status();
+  {
+    std::vector<bool> seen(copies, false);
+    std::unique_lock lock(gather->mu);
+    for (;;) {
+      for (uint32_t p = 0; p < copies; ++p) {
+        if (seen[p] || !gather->results[p]) continue;
+        seen[p] = true;
+        Result<ChunkData>& r = *gather->results[p];
+        if (r.ok()) {
+          if (max_version != 0 && r->version == max_version) {
+            ChunkData current = std::move(*r);
+            lock.unlock();
+            fill(current);
+            return OkStatus();
+          }
+          if (!best || r->version > best->version) best = std::move(*r);
+        } else if (r.status().code() == Code::kNotFound) {
+          any_not_found = true;
+        } else {
+          if (r.status().code() == Code::kUnavailable) RequestRefresh();
+          last_error = r.status();
+        }
+      }
+      if (gather->done == copies) break;
+      gather->cv.wait(lock);
     }
   }
   if (best) {
-    std::memcpy(out.data(), best->bytes.data(), std::min(out.size(), best->bytes.size()));
+    fill(*best);
     return OkStatus();
   }
-  if (any_not_found) return OkStatus();  // never written: a hole
+  if (any_not_found) {  // never written: a hole
+    std::memset(out.data(), 0, out.size());
+    return OkStatus();
+  }
   return Unavailable("no copy of stripe " + std::to_string(stripe) + " of inode " +
                      inode.ToString() + " readable: " + last_error.ToString());
 }
@@ -465,7 +516,10 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       untried |= chunk_len[p] > 0 && fetches[p].state == Fetch::State::kNotTried;
     }
     if (answered >= confident || !untried) {
-      if (vmax == 0 && answered > 0) return OkStatus();  // never written: a hole, zeros
+      if (vmax == 0 && answered > 0) {  // never written: a hole, zeros
+        std::memset(out.data(), 0, out.size());
+        return OkStatus();
+      }
       // Is vmax a whole version? The one the reader's bound names was committed, so its writer
       // landed >= k chunks of every stripe it wrote. An older one may be what a crashed writer
       // left (< k chunks) below a later commit: believe it once k positions (empty data
@@ -510,10 +564,13 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
           const Fetch& f = fetches[n.position];
           const uint64_t at = n.position * unit + n.b - begin;
           const uint64_t skip = n.b - f.range_begin;
+          uint64_t count = 0;
           if (f.bytes.size() > skip) {
-            const uint64_t count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
+            count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
             std::memcpy(out.data() + at, f.bytes.data() + skip, count);
           }
+          // Past the chunk's stored end (and empty data chunks): zeros.
+          std::memset(out.data() + at + count, 0, n.e - n.b - count);
         }
         if (degraded) degraded_reads_.fetch_add(1);
         return OkStatus();

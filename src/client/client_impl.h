@@ -25,9 +25,10 @@
 namespace aquifer {
 
 // Buffered, unwritten bytes of one stripe. `bytes` covers [0, bytes.size()) of the stripe;
-// only the `extents` (sorted, disjoint, merged) hold written data.
+// only the `extents` (sorted, disjoint, merged) hold written data; bytes between them are
+// uninitialised and never read.
 struct StripeBuffer {
-  std::vector<std::byte> bytes;
+  client::ByteVec bytes;
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // [begin, end) inside the stripe
   void Add(uint64_t begin, uint64_t end);
   bool Covers(uint64_t begin, uint64_t end) const;

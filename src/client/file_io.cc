@@ -178,13 +178,19 @@ Status Client::Impl::FlushStripe(OpenFile& f, uint64_t stripe, bool sync) {
   const Layout& layout = f.layout;
   const uint64_t new_len = client::StripeLength(layout, f.size, stripe);
   auto it = f.buffers.find(stripe);
-  std::vector<std::byte> bytes;
+  const uint64_t buffer_bytes = it != f.buffers.end() ? it->second.bytes.size() : 0;
+  client::ByteVec bytes;
+  bool moved = false;
   if (new_len > 0) {
     if (it != f.buffers.end() && it->second.Covers(0, new_len)) {
-      bytes.assign(it->second.bytes.begin(), it->second.bytes.begin() + new_len);
+      bytes = std::move(it->second.bytes);  // the buffer is dropped below: no copy
+      bytes.resize(new_len);
+      moved = true;
     } else {
-      bytes.assign(new_len, std::byte{0});
+      bytes.resize(new_len);
       const uint64_t stored = StoredLen(f, stripe);
+      const uint64_t kept = std::min(stored, new_len);  // ReadStripe fills [0, kept)
+      std::memset(bytes.data() + kept, 0, new_len - kept);
       if (stored > 0) {
         AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, stored, f.write_version, 0,
                                            std::span<std::byte>(bytes.data(),
@@ -199,12 +205,19 @@ Status Client::Impl::FlushStripe(OpenFile& f, uint64_t stripe, bool sync) {
       }
     }
     cache_->Invalidate(f.inode, stripe);
-    AQ_RETURN_IF_ERROR(io_->WriteStripe(f.inode, layout, stripe, bytes, f.write_version,
-                                        f.committed_version, sync));
+    Status written = io_->WriteStripe(f.inode, layout, stripe, bytes, f.write_version,
+                                      f.committed_version, sync);
+    if (!written.ok()) {
+      if (moved) {  // keep the buffer whole for a later retry
+        bytes.resize(buffer_bytes);
+        it->second.bytes = std::move(bytes);
+      }
+      return written;
+    }
     f.written_len[stripe] = new_len;
   }
   if (it != f.buffers.end()) {
-    ReleaseBufferBytes(f, it->second.bytes.size());
+    ReleaseBufferBytes(f, buffer_bytes);
     f.buffers.erase(it);
   }
   return OkStatus();
@@ -244,7 +257,13 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
     StripeBuffer& buf = f.buffers[loc.stripe];
     if (buf.bytes.size() < e) {
       const uint64_t grow = e - buf.bytes.size();
-      buf.bytes.resize(e);
+      if (buf.bytes.capacity() < e) {
+        // Large writes reserve the whole stripe at once: no regrowth copies of buffered bytes.
+        buf.bytes.reserve(e >= layout.unit_bytes
+                              ? sb
+                              : std::min<uint64_t>(sb, std::max<uint64_t>(e, 2 * buf.bytes.capacity())));
+      }
+      buf.bytes.resize(e);  // uninitialised: only extents are ever read
       f.buffered_bytes += grow;
       registry_->dirty_bytes.fetch_add(grow);
     }
@@ -254,7 +273,7 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
     if (at + n > f.size) f.size = at + n;
     if (buf.Covers(0, sb)) {
       // A full stripe: encode and write it in the background, keeping a few in flight.
-      auto bytes = std::make_shared<std::vector<std::byte>>(std::move(buf.bytes));
+      auto bytes = std::make_shared<client::ByteVec>(std::move(buf.bytes));
       const uint64_t stripe = loc.stripe;
       f.buffers.erase(stripe);
       cache_->Invalidate(f.inode, stripe);
@@ -333,7 +352,7 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
     // Rewrite the stripe the new end falls in, so bytes past the new end read as zeros later.
     const uint64_t stripe = new_size / sb;
     const uint64_t new_len = new_size - stripe * sb;
-    std::vector<std::byte> bytes(new_len);
+    client::ByteVec bytes(new_len);  // ReadStripe fills every byte
     AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, StoredLen(f, stripe),
                                        f.write_version, 0, bytes));
     cache_->Invalidate(f.inode, stripe);
@@ -393,7 +412,7 @@ Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, uint64_t strip
                                                uint64_t stripe_len, uint64_t version) {
   const StripeKey key{f.inode, stripe, version, stripe_len};
   if (StripeBytes hit = cache_->Get(key)) return hit;
-  auto bytes = std::make_shared<std::vector<std::byte>>(stripe_len);
+  auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills every byte
   AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, f.layout, stripe, stripe_len, version, 0, *bytes));
   StripeBytes result = bytes;
   cache_->Put(key, result);
@@ -407,7 +426,7 @@ void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_
   InodeId inode = f.inode;
   Layout layout = f.layout;
   stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version] {
-    auto bytes = std::make_shared<std::vector<std::byte>>(stripe_len);
+    auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills it all
     Status s = io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *bytes);
     if (s.ok()) cache_->Put(key, std::move(bytes));
     cache_->EndFetch(key);
@@ -478,10 +497,9 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
       cached = *fetched;
     }
     if (cached) {
-      std::memset(piece.data(), 0, piece.size());
-      if (b < cached->size()) {
-        std::memcpy(piece.data(), cached->data() + b, std::min<uint64_t>(len, cached->size() - b));
-      }
+      const uint64_t have = b < cached->size() ? std::min<uint64_t>(len, cached->size() - b) : 0;
+      if (have > 0) std::memcpy(piece.data(), cached->data() + b, have);
+      if (have < len) std::memset(piece.data() + have, 0, len - have);
     } else {
       AQ_RETURN_IF_ERROR(
           io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece));
