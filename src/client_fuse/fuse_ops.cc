@@ -187,6 +187,7 @@ void ReplyEntryResult(fuse_req_t req, const Result<Attributes>& a, const char* o
 void OnInit(void* userdata, fuse_conn_info* conn) {
   conn->max_write = kMaxIoBytes;  // libfuse sets FUSE_MAX_PAGES from this (256 pages)
   conn->max_read = kMaxIoBytes;   // equals the max_read= mount option
+  conn->max_readahead = 4 << 20;  // the INIT reply caps the bdi window (main.cc raises it)
   conn->max_background = 64;      // async read-ahead requests in flight
   conn->congestion_threshold = 48;
   auto want = [conn](unsigned cap) {
