@@ -34,7 +34,7 @@ void Check(const Status& s, const char* what) {
 
 int main(int argc, char** argv) {
   // As aquifer-mount does: keep freed stripe buffers in the heap (no mmap/munmap per buffer).
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc refuses more than 32 MiB
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   uint64_t big_mib = 256;
   int small_files = 2000;

@@ -97,7 +97,7 @@ void RedirectStdio(const std::string& log_file) {
 int Run(int argc, char** argv) {
   // Stripe-sized buffers (1-4 MiB) come and go per request: keep freed memory in the heap
   // instead of mmap/munmap per buffer, which cost a page fault and a kernel zero-fill per 4 KiB.
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc refuses more than 32 MiB
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Result<MountOptions> parsed = ParseMountArgs(argc, argv);
   if (!parsed.ok()) {
