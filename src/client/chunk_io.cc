@@ -372,7 +372,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
     std::memset(out.data() + n, 0, out.size() - n);
   };
   std::optional<ChunkData> best;
-  bool any_not_found = false;
+  uint32_t not_found = 0;
   Status last_error;
   {
     std::vector<bool> seen(copies, false);
@@ -391,7 +391,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
           }
           if (!best || r->version > best->version) best = std::move(*r);
         } else if (r.status().code() == Code::kNotFound) {
-          any_not_found = true;
+          ++not_found;
         } else {
           if (r.status().code() == Code::kUnavailable) RequestRefresh();
           last_error = r.status();
@@ -405,7 +405,9 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
     fill(*best);
     return OkStatus();
   }
-  if (any_not_found) {  // never written: a hole
+  // A hole only when every copy says so: a stripe written while some of its targets were down
+  // has its copies on the others, and a target that came back empty must not turn it into zeros.
+  if (not_found == copies) {
     std::memset(out.data(), 0, out.size());
     return OkStatus();
   }
@@ -516,9 +518,18 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       untried |= chunk_len[p] > 0 && fetches[p].state == Fetch::State::kNotTried;
     }
     if (answered >= confident || !untried) {
-      if (vmax == 0 && answered > 0) {  // never written: a hole, zeros
+      // Never written (a hole, zeros) only when m + 1 positions say so: a written stripe has
+      // chunks on >= k positions, so at most m can lack it. Fewer "not found" answers with the
+      // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
+      // that cannot be read now, never zeros.
+      if (vmax == 0 && answered >= confident) {
         std::memset(out.data(), 0, out.size());
         return OkStatus();
+      }
+      if (vmax == 0 && !untried) {
+        return Unavailable("stripe " + std::to_string(stripe) + " of inode " + inode.ToString() +
+                           ": no chunk readable (" + std::to_string(answered) +
+                           " positions answered, none holds it)");
       }
       // Is vmax a whole version? The one the reader's bound names was committed, so its writer
       // landed >= k chunks of every stripe it wrote. An older one may be what a crashed writer

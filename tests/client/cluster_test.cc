@@ -371,6 +371,45 @@ TEST_F(ClusterTest, DataSurvivesAMetadataServerRestart) {
   EXPECT_TRUE(*read == blob);
 }
 
+// Regression (found by a tester): a small (replicated) file written while the target of its
+// first copy was down has its copies on the other two; when that target comes back empty and the
+// other two die, a read must fail (EIO) or return the right bytes (if the returned server was
+// backfilled meanwhile), never zeros.
+TEST_F(ClusterTest, ReadNeverTurnsMissingCopiesIntoZeros) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_OK(client->WriteFile("/s", "", kRoot));
+  Result<Attributes> attr = client->Resolve("/s", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Result<client::StripePlacement> where = map->PlacementOf(attr->layout, 0);
+  ASSERT_TRUE(where.ok());
+  std::vector<int> index_of_position;
+  for (int position = 0; position < 3; ++position) {
+    for (int i = 0; i < cluster_->data_server_count(); ++i) {
+      Result<ServerId> id = cluster_->DataServerId(i);
+      if (id.ok() && *id == where->targets[position]) index_of_position.push_back(i);
+    }
+  }
+  ASSERT_EQ(index_of_position.size(), 3u);
+  ASSERT_OK(cluster_->StopDataServer(index_of_position[0]));
+  const std::string content = RandomBytes(10 * kKiB, 71);
+  ASSERT_OK(client->WriteFile("/s", content, kRoot));
+  ASSERT_OK(cluster_->RestartDataServer(index_of_position[0]));
+  ASSERT_OK(cluster_->CrashDataServer(index_of_position[1]));
+  ASSERT_OK(cluster_->CrashDataServer(index_of_position[2]));
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/s", kRoot);
+  if (read.ok()) {
+    EXPECT_TRUE(*read == content) << "a read with both copies gone returned other bytes";
+  } else {
+    EXPECT_EQ(read.status().code(), Code::kUnavailable) << read.status().ToString();
+  }
+}
+
 // Regression: after a metadata server restart the client's session is unknown there; a mount
 // that stays up must renew it at once instead of failing creates and opens with ESTALE.
 TEST_F(ClusterTest, ClientKeepsWorkingAcrossAMetadataServerRestart) {

@@ -373,8 +373,12 @@ class GrpcMetaClient final : public MetaClient {
   }
 
  private:
+  // Every metadata call waits (up to the RPC timeout, 15 s by default) for the metadata server to
+  // be reachable instead of failing at once: a restart of aquifer-meta is a pause for
+  // applications, not a burst of EIO.
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
+    ctx->set_wait_for_ready(true);
   }
 
   template <class Req>
