@@ -97,6 +97,7 @@ void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> 
   moves_ = std::make_unique<MoveWorker>(store_.get(), peers_.get(), get_map);
   scrubber_ = std::make_unique<Scrubber>(
       store_.get(), peers_.get(), get_map, [this] { return server_id(); },
+      [this](InodeId ino) { return link_->GetInode(ino); },
       ScrubOptions{uint64_t{options_.scrub_rate_mib} * kMiB,
                    std::chrono::seconds(options_.scrub_interval_s)});
   scrubber_->Start();
@@ -163,6 +164,10 @@ void DataServer::MembershipLoop() {
   std::vector<uint64_t> gc_done;  // applied, not yet acknowledged by a successful heartbeat
   std::vector<uint64_t> pg_gc_done;
   uint64_t failures_logged = 0;
+  const auto backfill_delay = std::chrono::milliseconds(options_.backfill_delay_ms);
+  // Heartbeats failing this long may have got this server marked down (and writes degraded).
+  const auto down_gap = std::chrono::seconds(5);
+  auto last_ok = std::chrono::steady_clock::now();
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -196,6 +201,10 @@ void DataServer::MembershipLoop() {
                 "heartbeat_ms={}",
                 options_.meta, id.value(), uuid_, address_, options_.failure_domain,
                 interval.count());
+      // Writes made while this server was down (or before it restarted) skipped its positions:
+      // rebuild those chunks once the map shows it up again (docs/repair.md "Backfill").
+      scrubber_->RequestBackfill(backfill_delay);
+      last_ok = std::chrono::steady_clock::now();
     }
     if (!WaitFor(interval)) return;
     const ChunkStoreStats now = store_->Stats();
@@ -212,6 +221,12 @@ void DataServer::MembershipLoop() {
       continue;
     }
     failures_logged = 0;
+    if (std::chrono::steady_clock::now() - last_ok > std::max<std::chrono::nanoseconds>(
+                                                         down_gap, 5 * interval)) {
+      log->info("heartbeats resumed after a gap: backfill requested");
+      scrubber_->RequestBackfill(backfill_delay);
+    }
+    last_ok = std::chrono::steady_clock::now();
     gc_done.clear();
     pg_gc_done.clear();
     {

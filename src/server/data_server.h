@@ -76,6 +76,13 @@ class MetaLink {
   virtual Result<HeartbeatReply> Heartbeat(const HeartbeatInfo& info) = 0;
   // The current cluster map. Errors: kUnavailable when meta cannot be reached.
   virtual Result<ClusterView> GetClusterMap() = 0;
+  // The committed size and layout of file `ino` (backfill's guard against resurrecting deleted
+  // or truncated chunks). Called from the scrub thread (must be thread-safe).
+  // Errors: kNotFound when meta has no such inode; kUnavailable when meta cannot be reached (or
+  // an implementation has no such call: this default).
+  virtual Result<InodeFacts> GetInode(InodeId ino) {
+    return Unavailable("GetInode " + std::to_string(ino.value()) + ": not supported");
+  }
 };
 
 class DataServer {

@@ -32,6 +32,8 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   app.add_option("--scrub-rate-mib", o.scrub_rate_mib, "scrub read rate, MiB/s (0: unlimited)");
   app.add_option("--scrub-interval-s", o.scrub_interval_s,
                  "seconds between scrub passes (0: off)");
+  app.add_option("--backfill-delay-ms", o.backfill_delay_ms,
+                 "ms after (re)registering before backfilling chunks missed while down");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -86,6 +88,7 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
         {"block-bytes", u32(&o.block_bytes)},
         {"scrub-rate-mib", u32(&o.scrub_rate_mib)},
         {"scrub-interval-s", u32(&o.scrub_interval_s)},
+        {"backfill-delay-ms", u32(&o.backfill_delay_ms)},
     };
     for (auto&& [key, node] : tbl) {
       std::string name(key.str());

@@ -25,6 +25,8 @@ struct DataServerOptions {
   uint32_t block_bytes = 65536;        // CRC32C block of new stores, bytes (power of 2)
   uint32_t scrub_rate_mib = 20;        // scrub read rate, MiB/s (0 = unlimited)
   uint32_t scrub_interval_s = 3600;    // s from one scrub pass's start to the next; 0 = off
+  uint32_t backfill_delay_ms = 3000;   // ms after (re)registering, or after heartbeats resume,
+                                       // before the backfill pass (docs/repair.md "Backfill")
 };
 
 // Parses argv into options: flags (--listen, --dir, --meta, ...) as documented in

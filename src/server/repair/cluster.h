@@ -80,6 +80,14 @@ struct PgGcTask {
   uint32_t position = 0;
 };
 
+// What the backfill pass needs to know of a file from aquifer-meta (GetAttr): its committed size
+// and layout, to skip chunks a delete or truncate has removed.
+struct InodeFacts {
+  uint64_t size = 0;        // committed file size, bytes
+  uint32_t k = 0;           // data units per stripe (0 = unknown: use the chunk's placement)
+  uint32_t unit_bytes = 0;  // stripe unit, bytes (0 = unknown)
+};
+
 // One chunk version read from another data server.
 struct PeerChunk {
   uint64_t version = 0;

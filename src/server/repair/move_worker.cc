@@ -58,8 +58,12 @@ void MoveWorker::Run(Job* job) {
       c->store(0);
     }
     Result<ClusterView> map = get_map_();
-    status = map.ok() ? SyncPgPosition({t.pg_width, t.pg_index, t.position, t.from, false}, *map,
-                                       *store_, *peers_, throttle, sleep, &job->stats)
+    PgSyncTask sync;
+    sync.pg_width = t.pg_width;
+    sync.pg_index = t.pg_index;
+    sync.position = t.position;
+    sync.copy_from = t.from;
+    status = map.ok() ? SyncPgPosition(sync, *map, *store_, *peers_, throttle, sleep, &job->stats)
                       : map.status().WithPrefix("get cluster map");
     if (status.ok() || !job->Sleep(std::chrono::nanoseconds(0))) break;
     if (++failures >= options_.max_failed_passes) break;

@@ -185,6 +185,8 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     const ChunkId id{InodeId(key.first), key.second, task.position};
     const std::vector<ChunkVersion> local = store.Versions(id);
     const uint64_t local_newest = local.empty() ? 0 : local.back().version;
+    if (task.only_missing && !local.empty()) continue;
+    int kept = task.keep ? -1 : 1;  // -1: not asked yet
     for (const auto& [version, info] : versions) {
       const ChunkPlacement& p = info.placement;
       if (p.replicated && task.position > p.m) continue;  // holds nothing for this stripe
@@ -219,6 +221,11 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
                   id.ToString(), version, holders);
         continue;
       }
+      if (kept < 0) {
+        kept = task.keep(id, p) ? 1 : 0;
+        if (!kept) stats->skipped++;
+      }
+      if (!kept) break;
       stats->chunks_total++;
       stats->bytes_total += bytes;
       work.push_back({id, version, &info, bytes});

@@ -52,6 +52,12 @@ struct PgSyncTask {
   // server lacks. true (scrub): only versions newer than this server's newest of that chunk
   // (stale chunks), so versions pruned here are never brought back.
   bool only_newer = false;
+  // true (backfill): only stripes this server holds no version of at all (a write that went
+  // degraded while it was down); every version the others hold is rebuilt, as in a move.
+  bool only_missing = false;
+  // When set (backfill): asked once per stripe that has work; false skips the stripe (its file
+  // is deleted, or the stripe truncated away). Called from the calling thread.
+  std::function<bool(const ChunkId& id, const ChunkPlacement& placement)> keep;
 };
 
 // Counters of one pass, readable while it runs.
@@ -64,6 +70,7 @@ struct PgSyncStats {
   std::atomic<uint64_t> rebuilt{0};       // copied from a replica or decoded
   std::atomic<uint64_t> unrebuildable{0}; // versions too few servers hold (e.g. a torn write)
   std::atomic<uint64_t> listed{0};        // chunk versions listed on peers
+  std::atomic<uint64_t> skipped{0};       // stripes `keep` refused
 };
 
 // One pass that makes position `task.position` of PG (task.pg_width, task.pg_index) complete on

@@ -1,7 +1,9 @@
 // The scrubber. See scrubber.h.
 #include "server/repair/scrubber.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "common/logging.h"
@@ -17,11 +19,12 @@ thread_local bool in_scrubber = false;  // reads by the scrubber do not queue re
 
 Scrubber::Scrubber(ChunkStore* store, PeerLink* peers,
                    std::function<Result<ClusterView>()> get_map, std::function<ServerId()> self,
-                   ScrubOptions options)
+                   std::function<Result<InodeFacts>(InodeId)> get_inode, ScrubOptions options)
     : store_(store),
       peers_(peers),
       get_map_(std::move(get_map)),
       self_(std::move(self)),
+      get_inode_(std::move(get_inode)),
       options_(options) {}
 
 Scrubber::~Scrubber() { Stop(); }
@@ -60,6 +63,18 @@ void Scrubber::RequestPass() {
   cv_.notify_all();
 }
 
+void Scrubber::RequestBackfill(std::chrono::milliseconds delay) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto at = std::chrono::steady_clock::now() + delay;
+    backfill_at_ = backfill_requested_ ? std::min(backfill_at_, at) : at;
+    backfill_requested_ = true;
+    backfill_attempts_ = 0;
+    ++backfill_gen_;
+  }
+  cv_.notify_all();
+}
+
 ScrubCounters Scrubber::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
@@ -77,25 +92,49 @@ void Scrubber::Loop() {
   auto next_pass = Clock::now() + options_.interval;
   while (true) {
     bool run_pass = false;
+    bool run_backfill = false;  // a backfill request is due (a scrub pass includes a backfill)
     {
       std::unique_lock<std::mutex> lock(mu_);
+      const uint64_t gen = backfill_gen_;  // a new backfill request re-computes the deadline
       auto ready = [&] {
-        return stopping_ || pass_requested_ || !queue_.empty() ||
-               (periodic && Clock::now() >= next_pass);
+        return stopping_ || pass_requested_ || !queue_.empty() || backfill_gen_ != gen ||
+               (periodic && Clock::now() >= next_pass) ||
+               (backfill_requested_ && Clock::now() >= backfill_at_);
       };
-      if (periodic) {
-        cv_.wait_until(lock, next_pass, ready);
+      if (periodic || backfill_requested_) {
+        Clock::time_point until = periodic ? next_pass : backfill_at_;
+        if (backfill_requested_) until = std::min(until, backfill_at_);
+        cv_.wait_until(lock, until, ready);
       } else {
         cv_.wait(lock, ready);
       }
       if (stopping_) return;
       run_pass = pass_requested_ || (periodic && Clock::now() >= next_pass);
+      run_backfill = backfill_requested_ && (run_pass || Clock::now() >= backfill_at_);
       pass_requested_ = false;
+      if (run_backfill) backfill_requested_ = false;
     }
     DrainQueue();
+    bool backfilled = true;
     if (run_pass) {
       next_pass = Clock::now() + options_.interval;
-      Pass();
+      backfilled = Pass();
+    } else if (run_backfill) {
+      Throttle throttle(options_.rate_bytes_per_s);
+      backfilled = Backfill(throttle);
+    }
+    if (run_backfill) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (backfilled) {
+        backfill_attempts_ = 0;
+      } else if (!backfill_requested_ && ++backfill_attempts_ < 30) {
+        // The map does not show this server up yet (meta marks it up on a heartbeat): retry.
+        backfill_requested_ = true;
+        backfill_at_ = Clock::now() + std::chrono::seconds(2);
+      } else if (!backfill_requested_) {
+        Logger("data")->warn("backfill: the cluster map never showed this server up; the next "
+                             "scrub pass will backfill");
+      }
     }
   }
 }
@@ -168,7 +207,7 @@ Status Scrubber::Repair(const ChunkId& id, uint64_t version, const ChunkPlacemen
   return store_->Write(id, version, /*committed_version=*/0, *data, /*sync=*/true, p);
 }
 
-void Scrubber::Pass() {
+bool Scrubber::Pass() {
   auto log = Logger("data");
   const auto start = std::chrono::steady_clock::now();
   Throttle throttle(options_.rate_bytes_per_s);
@@ -182,8 +221,8 @@ void Scrubber::Pass() {
       after = e.id;
       if (e.placement.known()) pgs.insert({e.placement.pg_width, e.placement.pg_index});
       const auto wait = throttle.Charge(e.length_bytes);
-      if (!Sleep(wait)) return;
-      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return;
+      if (!Sleep(wait)) return true;
+      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return true;
       DrainQueue();
     }
     if (page.empty()) break;
@@ -199,19 +238,25 @@ void Scrubber::Pass() {
       for (uint32_t pos = 0; pos < pg->targets.size(); ++pos) {
         if (pg->targets[pos] != self) continue;
         PgSyncStats st;
-        Status s = SyncPgPosition({width, index, pos, ServerId(), /*only_newer=*/true}, *map,
-                                  *store_, *peers_, throttle, sleep, &st);
+        PgSyncTask task;
+        task.pg_width = width;
+        task.pg_index = index;
+        task.position = pos;
+        task.only_newer = true;
+        Status s = SyncPgPosition(task, *map, *store_, *peers_, throttle, sleep, &st);
         const uint64_t fixed = st.copied + st.rebuilt;
         stale += fixed;  // unrebuildable ones are torn, uncommitted writes: not defects here
         stale_repaired += fixed;
         if (!s.ok()) {
-          if (!Sleep(std::chrono::nanoseconds(0))) return;
+          if (!Sleep(std::chrono::nanoseconds(0))) return true;
           log->warn("scrub stale check pg={}/{} position={} failed: {}", width, index, pos,
                     s.ToString());
         }
       }
     }
   }
+  // Chunks this server has no version of at all (written degraded while it was down).
+  const bool backfilled = Backfill(throttle);
   ScrubCounters now;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -225,6 +270,83 @@ void Scrubber::Pass() {
             now.corrupt_found - before.corrupt_found,
             now.corrupt_repaired - before.corrupt_repaired, stale,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return backfilled;
+}
+
+bool Scrubber::Backfill(Throttle& throttle) {
+  auto log = Logger("data");
+  const auto start = std::chrono::steady_clock::now();
+  const ServerId self = self_();
+  if (self.value() == 0) return false;
+  Result<ClusterView> map = get_map_();
+  if (!map.ok()) {
+    log->info("backfill: cannot get the cluster map: {}", map.status().ToString());
+    return false;
+  }
+  const PeerInfo* me = map->Server(self);
+  if (me == nullptr || !me->up) return false;
+  auto sleep = [this](std::chrono::nanoseconds d) { return Sleep(d); };
+  // One GetAttr per inode per pass. Not found: deleted (its chunks await GC: never rebuild
+  // them); meta unreachable: skipped this pass.
+  std::map<uint64_t, std::optional<InodeFacts>> inodes;
+  auto keep = [&](const ChunkId& id, const ChunkPlacement& p) {
+    auto it = inodes.find(id.inode.value());
+    if (it == inodes.end()) {
+      Result<InodeFacts> f = get_inode_ ? get_inode_(id.inode)
+                                        : Result<InodeFacts>(Unavailable("no meta link"));
+      if (!f.ok() && f.status().code() != Code::kNotFound) {
+        log->warn("backfill: cannot get ino={} from meta, skipping it this pass: {}",
+                  id.inode.value(), f.status().ToString());
+      }
+      it = inodes.emplace(id.inode.value(),
+                          f.ok() ? std::optional<InodeFacts>(*f) : std::nullopt).first;
+    }
+    if (!it->second) return false;
+    const InodeFacts& facts = *it->second;
+    const uint64_t k = facts.k != 0 ? facts.k : p.k;
+    const uint64_t unit = facts.unit_bytes != 0 ? facts.unit_bytes : p.unit_bytes;
+    const uint64_t span = k * unit;  // file bytes per stripe
+    if (span == 0) return false;
+    return id.stripe < (facts.size + span - 1) / span;  // else truncated away
+  };
+  uint64_t chunks = 0, bytes = 0, skipped = 0, positions = 0, failed = 0;
+  for (const auto& [width, table] : map->tables) {
+    for (uint32_t index = 0; index < table.size(); ++index) {
+      const PgTargets& pg = table[index];
+      for (uint32_t pos = 0; pos < pg.targets.size(); ++pos) {
+        if (pg.targets[pos] != self) continue;
+        if (!Sleep(std::chrono::nanoseconds(0))) return true;
+        ++positions;
+        PgSyncTask task;
+        task.pg_width = width;
+        task.pg_index = index;
+        task.position = pos;
+        task.only_missing = true;
+        task.keep = keep;
+        PgSyncStats st;
+        Status s = SyncPgPosition(task, *map, *store_, *peers_, throttle, sleep, &st);
+        chunks += st.chunks_done;
+        bytes += st.bytes_done;
+        skipped += st.skipped;
+        if (!s.ok()) {
+          if (!Sleep(std::chrono::nanoseconds(0))) return true;
+          ++failed;
+          log->warn("backfill pg={}/{} position={} failed: {}", width, index, pos, s.ToString());
+        }
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.chunks_backfilled += chunks;
+    counters_.bytes_backfilled += bytes;
+    ++counters_.backfill_passes;
+  }
+  log->info("backfill done chunks={} bytes={} pg_positions={} failed={} skipped_stripes={} "
+            "inodes_checked={} seconds={:.2f}",
+            chunks, bytes, positions, failed, skipped, inodes.size(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return true;
 }
 
 }  // namespace aquifer::server

@@ -19,6 +19,7 @@
 #include "aquifer/status.h"
 #include "server/chunk_store/chunk_store.h"
 #include "server/repair/cluster.h"
+#include "server/repair/throttle.h"
 
 namespace aquifer::server {
 
@@ -34,14 +35,19 @@ struct ScrubCounters {
   uint64_t corrupt_found = 0;     // corrupt (bad CRC or header) or stale chunk versions found
   uint64_t corrupt_repaired = 0;  // ... of which rebuilt and rewritten here
   uint64_t passes = 0;            // completed passes
+  uint64_t chunks_backfilled = 0; // chunk versions this server lacked entirely, rebuilt here
+  uint64_t bytes_backfilled = 0;  // ... their bytes
+  uint64_t backfill_passes = 0;   // completed backfill passes (alone or within a scrub pass)
 };
 
 class Scrubber {
  public:
-  // `get_map` fetches the cluster map and `self` this server's id (0 before registration);
-  // both are called from the scrub thread. `store` and `peers` outlive the scrubber.
+  // `get_map` fetches the cluster map, `self` this server's id (0 before registration) and
+  // `get_inode` a file's committed size and layout from aquifer-meta (kNotFound: deleted); all
+  // are called from the scrub thread. `store` and `peers` outlive the scrubber.
   Scrubber(ChunkStore* store, PeerLink* peers, std::function<Result<ClusterView>()> get_map,
-           std::function<ServerId()> self, ScrubOptions options);
+           std::function<ServerId()> self, std::function<Result<InodeFacts>(InodeId)> get_inode,
+           ScrubOptions options);
   ~Scrubber();  // Stop()
 
   // Starts the scrub thread: the first pass begins one interval after Start(). Call once.
@@ -55,18 +61,28 @@ class Scrubber {
   void QueueRepair(const ChunkId& id, uint64_t version);
   // Starts a pass now (tests, operators), unless one is running.
   void RequestPass();
+  // Runs a backfill pass alone (no CRC walk) `delay` from now (the earliest request wins), once
+  // the cluster map shows this server up; while it does not, retries every 2 s for up to a
+  // minute. Called after (re)registration with aquifer-meta. See docs/repair.md "Backfill".
+  void RequestBackfill(std::chrono::milliseconds delay);
 
   ScrubCounters counters() const;
 
  private:
   void Loop();
-  void Pass();
+  // Returns false when its backfill found this server not up in the map.
+  bool Pass();
   // Reads `id` at `version` whole; on corruption counts it and repairs it. Returns false when
   // stopping.
   bool Check(const ChunkId& id, uint64_t version, const ChunkPlacement& placement,
              bool from_queue);
   Status Repair(const ChunkId& id, uint64_t version, const ChunkPlacement& placement);
   void DrainQueue();
+  // The backfill pass: per PG position this server holds in the map, rebuilds the stripes the
+  // others hold and this server has no version of, unless meta says the file is gone or the
+  // stripe is past its size. Returns false when the map does not show this server up (or
+  // cannot be fetched): nothing was done.
+  bool Backfill(Throttle& throttle);
   // Waits up to d unless stopping; false when stopping.
   bool Sleep(std::chrono::nanoseconds d);
 
@@ -74,6 +90,7 @@ class Scrubber {
   PeerLink* peers_;
   std::function<Result<ClusterView>()> get_map_;
   std::function<ServerId()> self_;
+  std::function<Result<InodeFacts>(InodeId)> get_inode_;
   const ScrubOptions options_;
   std::thread thread_;
 
@@ -81,6 +98,10 @@ class Scrubber {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool pass_requested_ = false;
+  bool backfill_requested_ = false;
+  std::chrono::steady_clock::time_point backfill_at_;
+  int backfill_attempts_ = 0;
+  uint64_t backfill_gen_ = 0;  // bumped by RequestBackfill: wakes the loop to re-arm its timer  // of the requested backfill, while the map shows this server down
   std::deque<std::pair<ChunkId, uint64_t>> queue_;
   std::set<std::pair<ChunkId, uint64_t>> queued_;
   ScrubCounters counters_;

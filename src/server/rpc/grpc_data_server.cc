@@ -186,6 +186,8 @@ class DataServiceImpl final : public rpc::DataService::Service {
     resp->set_chunks_scrubbed(scrub.chunks_scrubbed);
     resp->set_corrupt_found(scrub.corrupt_found);
     resp->set_corrupt_repaired(scrub.corrupt_repaired);
+    resp->set_chunks_backfilled(scrub.chunks_backfilled);
+    resp->set_bytes_backfilled(scrub.bytes_backfilled);
     return Reply(OkStatus(), resp);
   }
 
@@ -269,6 +271,18 @@ class GrpcMetaLink final : public MetaLink {
     reply.state = resp.state();
     reply.map_version = resp.map_version();
     return reply;
+  }
+
+  Result<InodeFacts> GetInode(InodeId ino) override {
+    rpc::GetAttrRequest req;
+    req.set_ino(ino.value());
+    rpc::AttrResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    const grpc::Status g = stub_->GetAttr(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(g, resp.status(), "GetAttr"));
+    return InodeFacts{resp.attr().size(), resp.attr().layout().k(),
+                      resp.attr().layout().unit_bytes()};
   }
 
   Result<ClusterView> GetClusterMap() override {

@@ -116,6 +116,25 @@ class FakeMeta final : public rpc::MetaService::Service {
     }
     return grpc::Status::OK;
   }
+  // Files the backfill pass asks about: `sizes` lists the live ones (layout k = 4, 64 KiB units);
+  // any other inode is gone (kNotFound).
+  grpc::Status GetAttr(grpc::ServerContext*, const rpc::GetAttrRequest* req,
+                       rpc::AttrResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++getattr_calls[req->ino()];
+    auto it = sizes.find(req->ino());
+    if (it == sizes.end()) {
+      resp->mutable_status()->set_code(static_cast<int>(Code::kNotFound));
+      resp->mutable_status()->set_message("no such inode");
+      return grpc::Status::OK;
+    }
+    resp->mutable_attr()->set_ino(req->ino());
+    resp->mutable_attr()->set_size(it->second);
+    resp->mutable_attr()->mutable_layout()->set_k(kK);
+    resp->mutable_attr()->mutable_layout()->set_m(kM);
+    resp->mutable_attr()->mutable_layout()->set_unit_bytes(kUnit);
+    return grpc::Status::OK;
+  }
   grpc::Status GetClusterMap(grpc::ServerContext*, const rpc::ClusterMapRequest*,
                              rpc::ClusterMapResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -148,6 +167,8 @@ class FakeMeta final : public rpc::MetaService::Service {
   std::map<uint32_t, uint64_t> pg_gc_for;  // server id -> PG GC task id it gets
   std::vector<uint64_t> pg_gc_acked;
   int map_calls = 0;
+  std::map<uint64_t, uint64_t> sizes;          // ino -> committed size, for GetAttr
+  std::map<uint64_t, int> getattr_calls;       // ino -> GetAttr calls
 };
 
 class RepairTest : public ::testing::Test {
@@ -177,6 +198,7 @@ class RepairTest : public ::testing::Test {
     o.register_retry_ms = 10;
     o.scrub_interval_s = scrub_interval_s;
     o.scrub_rate_mib = 0;
+    o.backfill_delay_ms = 50;
     auto s = GrpcDataServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     servers_[id] = std::move(*s);
@@ -409,6 +431,51 @@ TEST_F(RepairTest, ScrubRepairsAFlippedByteAndAStaleChunkAndReadsQueueRepairs) {
   EXPECT_EQ(resp.data(), b[1]);
   EXPECT_EQ(resp.placement().pg_width(), kWidth);
   EXPECT_TRUE(resp.placement().replicated());
+}
+
+TEST_F(RepairTest, BackfillRebuildsChunksMissedWhileDownButNotOfDeletedOrTruncatedFiles) {
+  // Server 6 holds position 5 of PG 0 and position 0 of PG 1. It is down while these are
+  // written degraded (5 of 6 targets), and comes back before any repair move is planned.
+  Stop(6);
+  const uint64_t kStripe = uint64_t{kK} * kUnit;
+  const auto full = WriteStripe(0, 500, 0, 7, RandomBytes(4 * kUnit, 80));   // parity chunk
+  const auto tail = WriteStripe(0, 500, 1, 7, RandomBytes(2 * kUnit + 9, 81));
+  WriteStripe(0, 500, 2, 7, RandomBytes(4 * kUnit, 82));   // past the size: truncated away
+  WriteStripe(0, 501, 0, 3, RandomBytes(4 * kUnit, 83));   // file deleted (GC pending)
+  const auto copy = WriteStripe(1, 502, 0, 4, RandomBytes(3000, 84));  // replicated: a copy
+  const auto two = WriteStripe(1, 503, 0, 5, RandomBytes(kUnit + 100, 85));  // data chunk 0
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    meta_.sizes = {{500, kStripe + 2 * kUnit + 9}, {502, 3000}, {503, kUnit + 100}};
+    meta_.down.erase(6);
+  }
+  Start(6);  // the same directory: a restart; registration schedules the backfill
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().backfill_passes >= 1; }));
+  const ScrubCounters c = servers_[6]->core().scrub_counters();
+  EXPECT_EQ(c.chunks_backfilled, 4u);  // 500/0, 500/1 (PG 0 parity), 502/0, 503/0 (PG 1 pos 0)
+  EXPECT_EQ(c.bytes_backfilled, 2 * kUnit + 3000 + kUnit);
+
+  ChunkReadInfo info;
+  EXPECT_EQ(ReadLocal(6, {InodeId(500), 0, 5}, 7, &info), full[5]);
+  EXPECT_EQ(info.placement, Placement(0, 4 * kUnit));
+  EXPECT_EQ(ReadLocal(6, {InodeId(500), 1, 5}, 7), tail[5]);
+  EXPECT_EQ(ReadLocal(6, {InodeId(502), 0, 0}, 4, &info), copy[0]);
+  EXPECT_TRUE(info.placement.replicated);
+  EXPECT_EQ(ReadLocal(6, {InodeId(503), 0, 0}, 5), two[0]);
+  EXPECT_TRUE(store(6).Versions({InodeId(500), 2, 5}).empty());  // truncated away
+  EXPECT_TRUE(store(6).Versions({InodeId(501), 0, 5}).empty());  // deleted file
+  EXPECT_EQ(store(6).Stats().chunk_count, 4u);
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    EXPECT_EQ(meta_.getattr_calls[500], 1);  // cached for the pass
+    EXPECT_EQ(meta_.getattr_calls[501], 1);
+  }
+
+  // A later scrub pass backfills again but finds nothing more to do.
+  servers_[6]->core().RequestScrub();
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().passes >= 1; }));
+  EXPECT_EQ(servers_[6]->core().scrub_counters().backfill_passes, 2u);
+  EXPECT_EQ(servers_[6]->core().scrub_counters().chunks_backfilled, 4u);
 }
 
 }  // namespace
