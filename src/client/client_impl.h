@@ -37,8 +37,9 @@ struct StripeBuffer {
 // Open handles of this client, by inode, and the dirty-byte total. Shared by OpenFiles so a
 // handle may outlive the Client without dangling.
 struct Registry {
-  std::mutex mu;  // guards files
+  std::mutex mu;  // guards files and every OpenFile's pins
   std::multimap<InodeId, OpenFile*> files;
+  std::condition_variable unpinned;  // an OpenFile's pins dropped to 0
   std::atomic<uint64_t> dirty_bytes{0};
 };
 
@@ -56,6 +57,9 @@ class OpenFile {
   bool writable = false;
   Layout layout;
   std::shared_ptr<Registry> registry;
+  // Borrowers found through the registry (a truncate by inode); the destructor waits for 0, so a
+  // handle released concurrently (the kernel's asynchronous release) is not freed under them.
+  int pins = 0;  // guarded by registry->mu
 
   // Read view (size, version bound) of a read-only handle, refreshed by GetAttr.
   std::mutex view_mu;  // guards view_size, view_version

@@ -64,7 +64,8 @@ OpenFile::~OpenFile() {
   }
   if (registry) {
     registry->dirty_bytes.fetch_sub(buffered_bytes);
-    std::lock_guard lock(registry->mu);
+    std::unique_lock lock(registry->mu);
+    registry->unpinned.wait(lock, [this] { return pins == 0; });
     auto [begin, end] = registry->files.equal_range(inode);
     for (auto it = begin; it != end; ++it) {
       if (it->second == this) {
@@ -388,10 +389,20 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
     for (auto it = begin; it != end; ++it) {
       if (it->second->writable) writer = it->second;
     }
+    if (writer != nullptr) ++writer->pins;  // kept alive until unpinned below
   }
   if (writer != nullptr) {
-    std::lock_guard lock(writer->mu);
-    return Truncate(*writer, new_size);
+    Status s;
+    {
+      std::lock_guard lock(writer->mu);
+      s = Truncate(*writer, new_size);
+    }
+    {
+      std::lock_guard lock(registry_->mu);
+      --writer->pins;
+    }
+    registry_->unpinned.notify_all();
+    return s;
   }
   Result<client::OpenReply> reply = OpenWithLeaseWait(inode, O_WRONLY, caller);
   if (!reply.ok()) return reply.status();
