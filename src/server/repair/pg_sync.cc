@@ -77,8 +77,17 @@ Result<std::string> RebuildChunk(PeerLink& peers, const ChunkId& id, uint64_t ve
   std::vector<std::string> units(width);
   std::vector<char> present(width, 0);
   uint32_t have = 0;
+  // Data positions past the stripe's bytes hold no chunk (writers store nothing there): they are
+  // known zeros, present for the decode without a read.
+  for (uint32_t j = 0; j < p.k; ++j) {
+    if (j != id.position && ExpectedChunkBytes(p, j) == 0) {
+      units[j].assign(p.unit_bytes, '\0');
+      present[j] = 1;
+      ++have;
+    }
+  }
   for (uint32_t j = 0; j < width && have < p.k; ++j) {
-    if (j == id.position || sources[j].empty()) continue;
+    if (j == id.position || present[j] || sources[j].empty()) continue;
     Result<PeerChunk> c = peers.Read(sources[j], ChunkId{id.inode, id.stripe, j}, version);
     if (!c.ok()) {
       last = c.status();
@@ -210,7 +219,12 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
       }
       uint32_t holders = 0;
       for (uint32_t j = 0; j < task.pg_width; ++j) {
-        if (info.present[j] && (!p.replicated || j <= p.m)) ++holders;
+        if (info.present[j] && (!p.replicated || j <= p.m)) {
+          ++holders;
+        } else if (!p.replicated && j < p.k && j != task.position &&
+                   ExpectedChunkBytes(p, j) == 0) {
+          ++holders;  // an empty data position: known zeros, counts toward k
+        }
       }
       const bool rebuildable = info.on_copy_source || (p.replicated ? holders >= 1 : holders >= p.k);
       if (!rebuildable) {
