@@ -781,9 +781,22 @@ Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const 
   Timespec now = clocks_.wall();
   Inode next = *n;
   if (a.valid & kSetMode) {
-    if (!owner) return Status(Code::kNotPermitted, "chmod: not the owner");
-    next.mode = (n->mode & S_IFMT) | (a.mode & 07777);
-    if (!root && !next.is_dir() && !InGroup(caller, n->gid)) next.mode &= ~S_ISGID;
+    const uint32_t old_bits = n->mode & 07777;
+    const uint32_t new_bits = a.mode & 07777;
+    if (owner) {
+      next.mode = (n->mode & S_IFMT) | new_bits;
+      if (!root && !next.is_dir() && !InGroup(caller, n->gid)) next.mode &= ~S_ISGID;
+    } else {
+      // A write, truncate or chown by a non-owner makes the kernel clear S_ISUID (and S_ISGID
+      // with group exec): FUSE sends that as a mode change from the writer itself
+      // (file_remove_privs). Anyone who may write the file may do that much, and nothing more.
+      const bool only_clears_set_id = (new_bits & ~old_bits) == 0 &&
+                                      ((old_bits ^ new_bits) & ~uint32_t{S_ISUID | S_ISGID}) == 0;
+      if (!only_clears_set_id || !CheckAccess(*n, caller, W_OK).ok()) {
+        return Status(Code::kNotPermitted, "chmod: not the owner");
+      }
+      next.mode = (n->mode & S_IFMT) | new_bits;
+    }
   }
   if (a.valid & kSetUid) {
     if (!root && a.uid != n->uid) return Status(Code::kNotPermitted, "chown: not root");

@@ -345,6 +345,51 @@ TEST_F(MetadataServiceTest, RootBypassesPermissionsAndOwnersMaySetTimes) {
   EXPECT_EQ(chmod->mode, S_IFREG | 0640u);
 }
 
+// A non-owner's write to a setuid file makes the kernel send a chmod that clears the set-id
+// bits, from the writer (FUSE has no other way to say it): it must succeed for anyone who may
+// write the file, and a non-owner must not change any other bit that way.
+TEST_F(MetadataServiceTest, NonOwnerWhoMayWriteCanOnlyClearSetIdBits) {
+  Inode suid = File(kRootInode, "suid", 04777);
+  ASSERT_EQ(suid.mode, S_IFREG | 04777u);
+  auto cleared = svc_->SetAttr(suid.ino, SetAttrArgs{kSetMode, 0777}, User(), SessionId());
+  ASSERT_TRUE(cleared.ok()) << cleared.status().ToString();
+  EXPECT_EQ(cleared->mode, S_IFREG | 0777u);
+  EXPECT_EQ(cleared->uid, 0u);
+
+  // Both bits at once (setgid with group exec), together with a truncate (open O_TRUNC).
+  Inode both = File(kRootInode, "both", 06777);
+  SetAttrArgs trunc{kSetMode | kSetSize, 0777};
+  auto r = svc_->SetAttr(both.ino, trunc, User(), SessionId());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->mode, S_IFREG | 0777u);
+
+  // Setgid without group exec stays (the kernel keeps it); a repeated request is a no-op, even
+  // from a caller outside the file's group.
+  Inode sgid = File(kRootInode, "sgid", 02767);
+  auto same = svc_->SetAttr(sgid.ino, SetAttrArgs{kSetMode, 02767}, User(), SessionId());
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->mode, S_IFREG | 02767u);
+
+  Inode other = File(kRootInode, "other", 04777);
+  Inode ro = File(kRootInode, "ro", 04755);
+  struct Row {
+    const char* what;
+    InodeId ino;
+    uint32_t mode;
+  } rows[] = {
+      {"clears another bit too", other.ino, 0776},
+      {"sets setgid while clearing setuid", other.ino, 02777},
+      {"keeps every bit but has no write right", ro.ino, 04755},
+      {"clears setuid without write right", ro.ino, 0755},
+  };
+  for (const Row& row : rows) {
+    const uint32_t mode_before = svc_->GetAttr(row.ino)->mode;
+    auto st = svc_->SetAttr(row.ino, SetAttrArgs{kSetMode, row.mode}, User(), SessionId());
+    EXPECT_EQ(st.status().code(), Code::kNotPermitted) << row.what;
+    EXPECT_EQ(svc_->GetAttr(row.ino)->mode, mode_before) << row.what;
+  }
+}
+
 TEST_F(MetadataServiceTest, StickyDirectoryProtectsOthersEntries) {
   Inode tmp = Dir(kRootInode, "tmp", 01777);
   File(tmp.ino, "alice", 0644, User(1001, 1001));

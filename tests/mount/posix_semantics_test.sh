@@ -1,12 +1,30 @@
 #!/bin/bash
-# POSIX behaviours through a real mount (posix_checks.py), df, many-entry directory listings with
-# seekdir, and ls -la showing "." and "..".
+# POSIX behaviours through a real mount (posix_checks.py), df, set-id bits cleared by a
+# non-owner's write, many-entry directory listings with seekdir, and ls -la showing "." and "..".
 source "$(dirname "$0")/lib.sh"
 M=$AQ_SCRATCH/mnt
 aq_start_cluster
 aq_mount "$M"
 timeout "$T" /usr/bin/python3 "$(dirname "$0")/posix_checks.py" "$M" || aq_fail "posix_checks.py"
 timeout "$T" df -h "$M" | grep -q aquifer || aq_fail "df does not show the mount"
+# A write by a non-owner clears the set-id bits (the kernel asks with a chmod from the writer):
+# it succeeds, the bytes land, S_ISUID goes, and S_ISGID too when the group may execute.
+chmod 0711 "$AQ_SCRATCH"  # uid 65534 must reach the mount point
+as_nobody() { timeout "$T" setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+mode_of() { timeout "$T" stat -c %a "$1"; }
+printf 'root\n' > "$M/suid" && chmod 04777 "$M/suid"
+as_nobody sh -c "printf 'nobody\n' >> '$M/suid'" || aq_fail "append by a non-owner to a 04777 file failed"
+[ "$(mode_of "$M/suid")" = 777 ] || aq_fail "append by a non-owner left mode $(mode_of "$M/suid"), want 777"
+[ "$(cat "$M/suid")" = "$(printf 'root\nnobody')" ] || aq_fail "append by a non-owner: wrong bytes"
+printf 'root\n' > "$M/sgid" && chmod 06777 "$M/sgid"
+as_nobody sh -c "printf 'new\n' > '$M/sgid'" || aq_fail "truncating write by a non-owner to a 06777 file failed"
+[ "$(mode_of "$M/sgid")" = 777 ] || aq_fail "O_TRUNC write by a non-owner left mode $(mode_of "$M/sgid"), want 777"
+[ "$(cat "$M/sgid")" = new ] || aq_fail "O_TRUNC write by a non-owner: wrong bytes"
+stat -c %U "$M/sgid" | grep -qx root || aq_fail "the owner changed"
+printf 'root\n' > "$M/locked" && chmod 04755 "$M/locked"
+if as_nobody sh -c "printf x >> '$M/locked'" 2>/dev/null; then aq_fail "non-owner wrote a 04755 file"; fi
+[ "$(mode_of "$M/locked")" = 4755 ] || aq_fail "a refused write changed the mode"
+rm -f "$M/suid" "$M/sgid" "$M/locked"
 # A directory larger than one readdir buffer, listed with and without attributes.
 mkdir "$M/many"
 (cd "$M/many" && timeout "$T" bash -c 'for i in $(seq 1500); do : > "entry_with_a_longish_name_$i"; done') ||
