@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "client_fuse/fuse_ops.h"
+#include "common/allocator.h"
 #include "common/logging.h"
 
 namespace aquifer::fuse {
@@ -122,6 +123,7 @@ int Run(int argc, char** argv) {
   }
   opts.mountpoint = real;
   SetupLogging(opts.log_level);
+  TuneAllocator();
 
   Daemon daemon;
   daemon.options = opts;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/allocator.h"
 #include "common/logging.h"
 #include "metadata/metadata_service.h"
 #include "metadata/options.h"
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   SetupLogging(options->log_level);
+  TuneAllocator();
   auto log = Logger("meta");
 
   // Block SIGTERM/SIGINT in every thread; the main thread waits for them with sigwait.

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "common/allocator.h"
 #include "common/logging.h"
 #include "server/options.h"
 #include "server/rpc/grpc_data_server.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   aquifer::SetupLogging(options->log_level);
+  aquifer::TuneAllocator();
   // Block the stop signals in every thread (they inherit this mask); the main thread waits.
   sigset_t stop;
   sigemptyset(&stop);
