@@ -227,8 +227,11 @@ class Client {
   // Allocates [offset, offset + length): mode 0 extends the size like a write of zeros.
   // Errors: kNotSupported for other modes.
   Status Fallocate(OpenFile& file, int mode, uint64_t offset_bytes, uint64_t length_bytes);
-  // Flushes, releases the write lease and the open count (an unlinked file is deleted at its
-  // last release). The handle is consumed whatever the result.
+  // Flushes and commits, then releases the write lease and the open count (an unlinked file is
+  // deleted at its last release). The release message to the metadata server is sent in the
+  // background, in order, after this returns (the returned Status is the flush's and commit's);
+  // destroying the Client sends every queued release first. The handle is consumed whatever the
+  // result.
   Status Release(std::unique_ptr<OpenFile> file);
   // Inode of an open file.
   static InodeId InodeOf(const OpenFile& file);

@@ -31,6 +31,12 @@ Client::Impl::Impl(const ClientOptions& options) : options_(options) {}
 
 Client::Impl::~Impl() {
   {
+    std::lock_guard lock(release_mu_);
+    release_stop_ = true;
+  }
+  release_cv_.notify_all();
+  if (releaser_.joinable()) releaser_.join();  // sends every queued release first
+  {
     std::lock_guard lock(bg_mu_);
     stop_ = true;
   }
@@ -60,7 +66,35 @@ Status Client::Impl::Start() {
   lease_ttl_ = session->lease_ttl;
   AQ_RETURN_IF_ERROR(io_->RefreshMap().WithPrefix("fetch cluster map"));
   bg_ = std::thread([this] { BackgroundLoop(); });
+  releaser_ = std::thread([this] { ReleaseLoop(); });
   return OkStatus();
+}
+
+void Client::Impl::QueueRelease(InodeId inode, bool was_write) {
+  {
+    std::lock_guard lock(release_mu_);
+    release_queue_.push_back(PendingRelease{inode, was_write});
+  }
+  release_cv_.notify_one();
+}
+
+void Client::Impl::ReleaseLoop() {
+  std::unique_lock lock(release_mu_);
+  for (;;) {
+    release_cv_.wait(lock, [this] { return release_stop_ || !release_queue_.empty(); });
+    if (release_queue_.empty()) return;  // stopping, and nothing left to send
+    PendingRelease next = release_queue_.front();
+    release_queue_.pop_front();
+    lock.unlock();
+    Status s = WithSession([&](SessionId session) {
+      return meta_->Release(next.inode, session, next.was_write);
+    });
+    if (!s.ok()) {
+      Logger("client")->warn("release inode={} failed status={}", next.inode.value(),
+                             s.ToString());
+    }
+    lock.lock();
+  }
 }
 
 void Client::Impl::BackgroundLoop() {

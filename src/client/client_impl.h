@@ -132,6 +132,22 @@ class Client::Impl {
   }
   std::mutex renew_mu_;  // serializes RenewSession
 
+  // Releases at the metadata server run on one background thread, in order, so a close(2)
+  // waits for its commit (close-to-open) but not for the release round trip. Open counts at the
+  // metadata server are per session and commutative, so a later open of the same inode need not
+  // wait; the lease of a released writer is freed a round trip later. ~Impl drains the queue.
+  struct PendingRelease {
+    InodeId inode;
+    bool was_write = false;
+  };
+  std::mutex release_mu_;  // guards release_queue_, release_stop_
+  std::condition_variable release_cv_;
+  std::deque<PendingRelease> release_queue_;
+  bool release_stop_ = false;
+  std::thread releaser_;
+  void ReleaseLoop();
+  void QueueRelease(InodeId inode, bool was_write);
+
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);

@@ -144,10 +144,10 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
     std::lock_guard lock(f->mu);
     result = Commit(*f, /*sync=*/false);
   }
-  Status released = WithSession(
-      [&](SessionId session) { return meta_->Release(f->inode, session, f->writable); });
-  if (result.ok()) result = released;
-  f.reset();
+  const InodeId inode = f->inode;
+  const bool was_write = f->writable;
+  f.reset();  // after the commit, before the release: no one uses this handle's state any more
+  QueueRelease(inode, was_write);
   return result;
 }
 
