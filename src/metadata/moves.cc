@@ -5,19 +5,13 @@
 #include <cmath>
 
 #include "aquifer/units.h"
+#include "common/hash.h"
 #include "common/logging.h"
 #include "metadata/service_internal.h"
 
 namespace aquifer::meta {
 
 namespace {
-uint64_t Mix64(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // Rendezvous score of server `s` for one PG position: deterministic, spread evenly.
 uint64_t Score(uint32_t width, uint32_t pg, uint32_t pos, uint32_t s) {
   return Mix64(Mix64((uint64_t{width} << 40) ^ (uint64_t{pg} << 8) ^ pos) ^ s);

@@ -8,19 +8,13 @@
 #include <charconv>
 #include <set>
 
+#include "common/hash.h"
 #include "common/logging.h"
 #include "metadata/service_internal.h"
 
 namespace aquifer::meta {
 
 namespace {
-uint64_t Mix64(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 bool Overlaps(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) { return a0 <= b1 && b0 <= a1; }
 }  // namespace
 
