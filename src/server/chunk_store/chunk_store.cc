@@ -780,36 +780,9 @@ Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
       }
     }
   }
-  uint64_t deleted = 0;
-  std::vector<uint32_t> dirs;
-  for (const ChunkId& id : ids) {
-    std::lock_guard<std::mutex> chunk_lock(ChunkLock(id));
-    std::vector<ChunkVersion> doomed;
-    {
-      std::unique_lock<std::shared_mutex> lock(index_mu_);
-      auto it = index_.find(id);
-      if (it == index_.end()) continue;
-      std::vector<ChunkVersion>& versions = it->second;
-      const PgKeys pgs_before = PgKeysOf(versions);
-      while (!versions.empty() && versions.front().version <= max_version) {
-        const ChunkVersion& v = versions.front();
-        doomed.push_back(v);
-        used_bytes_ -= FileBytes(v, options_.block_bytes);
-        --version_count_;
-        versions.erase(versions.begin());
-      }
-      if (versions.empty()) index_.erase(it);
-      ReindexPgLocked(id, pgs_before);
-    }
-    for (const ChunkVersion& v : doomed) {
-      const std::string path = ChunkPath(id, v.version, v.length_bytes, v.placement);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
-      ++deleted;
-    }
-    if (!doomed.empty()) dirs.push_back(FanoutOf(id));
-  }
-  if (sync) AQ_RETURN_IF_ERROR(SyncDirs(std::move(dirs)));
-  return deleted;
+  // Versions are oldest first, so these are a prefix of each chunk's list.
+  return DeleteVersions(
+      ids, [max_version](const ChunkVersion& v) { return v.version <= max_version; }, sync);
 }
 
 Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_index,
@@ -823,6 +796,18 @@ Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_ind
       if (std::get<2>(*it).position == position) ids.push_back(std::get<2>(*it));
     }
   }
+  return DeleteVersions(
+      ids,
+      [pg_width, pg_index](const ChunkVersion& v) {
+        return v.placement.known() && v.placement.pg_width == pg_width &&
+               v.placement.pg_index == pg_index;
+      },
+      sync);
+}
+
+Result<uint64_t> ChunkStore::DeleteVersions(
+    const std::vector<ChunkId>& ids, const std::function<bool(const ChunkVersion&)>& doomed_if,
+    bool sync) {
   uint64_t deleted = 0;
   std::vector<uint32_t> dirs;
   for (const ChunkId& id : ids) {
@@ -835,10 +820,7 @@ Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_ind
       std::vector<ChunkVersion>& versions = it->second;
       const PgKeys pgs_before = PgKeysOf(versions);
       std::erase_if(versions, [&](const ChunkVersion& v) {
-        if (!v.placement.known() || v.placement.pg_width != pg_width ||
-            v.placement.pg_index != pg_index) {
-          return false;
-        }
+        if (!doomed_if(v)) return false;
         doomed.push_back(v);
         used_bytes_ -= FileBytes(v, options_.block_bytes);
         --version_count_;

@@ -217,6 +217,16 @@ class ChunkStore {
   Status Scan();
   Status EnsureDir(uint32_t fanout);
   Status SyncDirs(std::vector<uint32_t> fanouts);
+  // The shared body of DeleteRange and DeletePgPosition: for each chunk in `ids` (under its
+  // chunk lock), removes from the index every version `doomed_if` selects (adjusting used bytes,
+  // version count and by_pg_), unlinks their files (one already gone is fine) and, with `sync`,
+  // makes the removals durable (fsync of the fan-out directories touched). `doomed_if` runs
+  // under index_mu_ and must not call into the store. Returns how many versions were deleted.
+  // Errors: kInternal for a failed unlink (the chunks before it, and that version's index entry,
+  // are already gone) or directory fsync.
+  Result<uint64_t> DeleteVersions(const std::vector<ChunkId>& ids,
+                                  const std::function<bool(const ChunkVersion&)>& doomed_if,
+                                  bool sync);
   std::mutex& ChunkLock(const ChunkId& id);
   // Keeps by_pg_ in step with index_[id] after its versions changed from `before` (PG keys).
   // Caller holds index_mu_ exclusively.
