@@ -67,6 +67,16 @@ Status TomlGet(const toml::table& t, const std::string& key, const std::string& 
   return OkStatus();
 }
 
+// Server ids as the metadata server hands them out: 1, 2, ... (CLI11's own range check would
+// print its whole double range).
+const CLI::Validator kServerIdCheck(
+    [](std::string& text) -> std::string {
+      const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+      if (digits && text.find_first_not_of('0') != std::string::npos) return "";
+      return "no server " + text + ": server ids are 1, 2, ... (see `aquifer server list`)";
+    },
+    "ID >= 1");
+
 int Fail(std::ostream& err, const Status& st) {
   err << "aquifer: error: " << st.message() << "\n";
   return 1;
@@ -98,7 +108,9 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
                       : FetchClusterView(address, std::chrono::seconds(5));
   Result<MovesView> moves = view.ok() ? FetchMoves(address, std::chrono::seconds(5))
                                       : Result<MovesView>(view.status());
-  out << FormatStatus(address.empty() ? "(none)" : address, view, local, AquiferMounts(),
+  // Only the mounts of this cluster: their source (aquifer-mount's fsname) names its address.
+  out << FormatStatus(address.empty() ? "(none)" : address, view, local,
+                      local ? std::vector<std::string>() : AquiferMounts(address),
                       view.ok() ? &moves : nullptr);
   return view.ok() ? 0 : 1;
 }
@@ -458,6 +470,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   CLI::App app("aquifer: operate an Aquifer file system", "aquifer");
   app.require_subcommand(0, 1);
   app.fallthrough(false);
+  app.set_version_flag("--version", VersionText(), "print the version and exit");
 
   UpFlags f;
   std::string root;
@@ -508,18 +521,16 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   down->add_option("--grace-ms", grace_ms, "SIGTERM -> SIGKILL deadline per daemon (10000)");
 
   CLI::App* stop = cluster->add_subcommand("stop-server", "stop one data server of the cluster");
-  stop->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  // Any integer: the range 1..N is checked against the cluster's record, which knows N.
+  stop->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")->required();
   stop->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   stop->add_flag("--kill", inv.kill, "SIGKILL at once (a crash) instead of SIGTERM");
   stop->add_option("--grace-ms", grace_ms, "SIGTERM -> SIGKILL deadline (10000)");
 
   CLI::App* start = cluster->add_subcommand("start-server",
                                             "restart one stopped data server of the cluster");
-  start->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  // Any integer: the range 1..N is checked against the cluster's record, which knows N.
+  start->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")->required();
   start->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   start->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-data");
   start->add_option("--timeout-ms", timeout_ms, "how long to wait for it (60000)");
@@ -552,13 +563,13 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
       "drain", "move every PG position off server ID (it takes no new ones)");
   sdrain->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(kServerIdCheck);
   add_target(sdrain);
   CLI::App* sremove = server->add_subcommand(
       "remove", "remove server ID from the cluster (refused while it holds PG positions)");
   sremove->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(kServerIdCheck);
   sremove->add_flag("--force", inv.force,
                     "remove even if it holds positions: treat it as failed and rebuild them");
   sremove->add_option("--grace-ms", grace_ms, "local cluster: SIGTERM -> SIGKILL (10000)");
@@ -613,6 +624,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.help_text = UsageText(app, e);
     return inv;
   } catch (const CLI::CallForAllHelp& e) {
+    inv.command = Command::kHelp;
+    inv.help_text = UsageText(app, e);
+    return inv;
+  } catch (const CLI::CallForVersion& e) {
     inv.command = Command::kHelp;
     inv.help_text = UsageText(app, e);
     return inv;
@@ -700,6 +715,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   }
   return inv;
 }
+
+std::string VersionText() { return std::string("aquifer ") + AQUIFER_VERSION; }
 
 int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
   switch (inv.command) {

@@ -12,6 +12,7 @@
 //   aquifer fsck [--repair] [--verbose] [--meta HOST:PORT | --root DIR]
 //   aquifer layout get PATH
 //   aquifer layout set PATH k=4 m=2 unit=1048576
+//   aquifer --version
 //
 // Exit codes: 0 success, 1 the command failed (fsck: problems remain; wait: timed out), 2 bad
 // usage, 3 (repair/rebalance wait) the cluster is waiting for a server (no spare failure domain).
@@ -74,6 +75,9 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args);
 // unit_bytes, mount, no_mount, mount_options, capacity_bytes, bin_dir, log_level, meta_config,
 // data_config, timeout_ms). Errors: kInvalidArgument naming the file and key.
 Status ApplyUpConfigFile(const std::string& path, UpOptions* options);
+
+// "aquifer 0.1.0": the project's version (CMake's project(VERSION ...)), as `--version` prints.
+std::string VersionText();
 
 // Runs a parsed invocation, printing results to `out` and errors to `err`. Returns the exit code.
 int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err);

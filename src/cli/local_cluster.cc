@@ -473,6 +473,17 @@ Status ClusterDown(const std::string& root_arg, std::chrono::milliseconds grace,
   return first_error;
 }
 
+namespace {
+// "no data server 0 in the cluster at ROOT (indexes are 1..6)".
+Status NoSuchDataServer(int index, const ClusterState& s) {
+  const std::string range = s.data_servers.empty()
+                                ? "it has none"
+                                : "indexes are 1.." + std::to_string(s.data_servers.size());
+  return NotFound("no data server " + std::to_string(index) + " in the cluster at " + s.root +
+                  " (" + range + ")");
+}
+}  // namespace
+
 Status StopDataServer(const std::string& root_arg, int index, bool kill,
                       std::chrono::milliseconds grace, std::ostream& out) {
   const std::string root = AbsoluteRoot(root_arg);
@@ -483,8 +494,7 @@ Status StopDataServer(const std::string& root_arg, int index, bool kill,
   if (!lock.ok()) return lock.status();
   ClusterState s = std::move(*loaded);
   if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
-    return NotFound("no data server " + std::to_string(index) + " in the cluster at " + root +
-                    " (it has 1.." + std::to_string(s.data_servers.size()) + ")");
+    return NoSuchDataServer(index, s);
   }
   DataServerRecord& d = s.data_servers[static_cast<size_t>(index - 1)];
   if (!IsProcessAlive(d.pid, kDataExe)) {
@@ -510,8 +520,7 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
   if (!lock.ok()) return lock.status();
   ClusterState s = std::move(*loaded);
   if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
-    return NotFound("no data server " + std::to_string(index) + " in the cluster at " + root +
-                    " (it has 1.." + std::to_string(s.data_servers.size()) + ")");
+    return NoSuchDataServer(index, s);
   }
   if (s.meta.address.empty() || !IsProcessAlive(s.meta.pid, kMetaExe)) {
     return Unavailable("the metadata server of " + root +

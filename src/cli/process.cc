@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -54,23 +57,38 @@ std::string Unescape(const std::string& s) {
   return out;
 }
 
-// (mount point, fs type) of every line of /proc/self/mountinfo.
-std::vector<std::pair<std::string, std::string>> ReadMountInfo() {
-  std::vector<std::pair<std::string, std::string>> out;
+std::vector<MountEntry> ReadMountInfo() {
   std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string f[5];
-    for (auto& x : f) ls >> x;
-    std::string tok;
-    while (ls >> tok && tok != "-") {
+  return ParseMountInfo(in);
+}
+
+// The addresses HOST resolves to (numeric text), or {} when it does not resolve.
+std::set<std::string> ResolveHost(const std::string& host) {
+  std::set<std::string> out;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST];
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+      out.insert(text);
     }
-    std::string fstype;
-    ls >> fstype;
-    out.emplace_back(Unescape(f[4]), fstype);
   }
+  ::freeaddrinfo(res);
   return out;
+}
+
+// "HOST:PORT" or "[V6]:PORT" -> {HOST, PORT}; {"", ""} without a colon.
+std::pair<std::string, std::string> SplitHostPort(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {"", ""};
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
 }
 
 }  // namespace
@@ -226,32 +244,105 @@ Result<std::string> WaitForPortFile(const std::string& port_file, pid_t pid,
   }
 }
 
+std::vector<MountEntry> ParseMountInfo(std::istream& in) {
+  std::vector<MountEntry> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string f[5];
+    for (auto& x : f) ls >> x;
+    std::string tok;
+    while (ls >> tok && tok != "-") {
+    }
+    MountEntry e;
+    ls >> e.fstype >> e.source;
+    if (f[4].empty() || e.fstype.empty()) continue;
+    e.point = Unescape(f[4]);
+    e.source = Unescape(e.source);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 std::string MountTypeAt(const std::string& dir) {
   std::string want = dir;
   while (want.size() > 1 && want.back() == '/') want.pop_back();
   std::string type;
-  for (const auto& [point, fstype] : ReadMountInfo()) {
-    if (point == want) type = fstype;  // the last one stacks on top
+  for (const MountEntry& m : ReadMountInfo()) {
+    if (m.point == want) type = m.fstype;  // the last one stacks on top
   }
   return type;
 }
 
 std::vector<std::string> FuseMountsUnder(const std::string& prefix) {
   std::vector<std::string> out;
-  for (const auto& [point, fstype] : ReadMountInfo()) {
-    if (fstype.rfind("fuse", 0) == 0 && point.rfind(prefix, 0) == 0) out.push_back(point);
+  for (const MountEntry& m : ReadMountInfo()) {
+    if (m.fstype.rfind("fuse", 0) == 0 && m.point.rfind(prefix, 0) == 0) out.push_back(m.point);
   }
   return out;
 }
 
-std::vector<std::string> AquiferMounts() {
+bool IsAquiferMount(const MountEntry& m) {
+  return m.fstype.rfind("fuse", 0) == 0 && m.fstype.find("aquifer") != std::string::npos;
+}
+
+std::string MetaAddressOfSource(const std::string& source) {
+  constexpr std::string_view kPrefix = "aquifer:";
+  if (source.rfind(kPrefix, 0) != 0) return "";
+  return source.substr(kPrefix.size());
+}
+
+bool SameEndpoint(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  auto [host_a, port_a] = SplitHostPort(a);
+  auto [host_b, port_b] = SplitHostPort(b);
+  if (port_a.empty() || port_a != port_b) return false;
+  if (host_a == host_b) return true;
+  std::set<std::string> addrs_a = ResolveHost(host_a);
+  for (const std::string& addr : ResolveHost(host_b)) {
+    if (addrs_a.count(addr)) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> AquiferMountsOf(const std::vector<MountEntry>& mounts,
+                                         const std::string& meta_address) {
   std::vector<std::string> out;
-  for (const auto& [point, fstype] : ReadMountInfo()) {
-    if (fstype.rfind("fuse", 0) == 0 && fstype.find("aquifer") != std::string::npos) {
-      out.push_back(point + " (" + fstype + ")");
+  for (const MountEntry& m : mounts) {
+    if (!IsAquiferMount(m)) continue;
+    const std::string addr = MetaAddressOfSource(m.source);
+    if (!addr.empty() && SameEndpoint(addr, meta_address)) {
+      out.push_back(m.point + " (" + m.fstype + ")");
     }
   }
   return out;
+}
+
+std::vector<std::string> AquiferMounts(const std::string& meta_address) {
+  return AquiferMountsOf(ReadMountInfo(), meta_address);
+}
+
+Result<std::string> MetaAddressOfPath(const std::string& path) {
+  std::error_code ec;
+  std::string real = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec || real.empty()) return NotFound("cannot resolve " + path);
+  const MountEntry* best = nullptr;
+  std::vector<MountEntry> mounts = ReadMountInfo();
+  for (const MountEntry& m : mounts) {
+    const bool under = real == m.point || m.point == "/" ||
+                       (real.rfind(m.point, 0) == 0 && real[m.point.size()] == '/');
+    // The longest mount point holding the path; among equal ones the last (it stacks on top).
+    if (under && (best == nullptr || m.point.size() >= best->point.size())) best = &m;
+  }
+  if (best == nullptr || !IsAquiferMount(*best)) {
+    return Status(Code::kNotSupported, path + " is not on an Aquifer mount");
+  }
+  std::string addr = MetaAddressOfSource(best->source);
+  if (addr.empty()) {
+    return Status(Code::kNotSupported, "the mount " + best->point + " does not name its "
+                                       "metadata server (source '" + best->source + "')");
+  }
+  return addr;
 }
 
 std::string SelfExePath() {

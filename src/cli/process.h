@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,17 @@ Result<std::string> WaitForPortFile(const std::string& port_file, pid_t pid,
                                     const std::string& exe_name,
                                     std::chrono::milliseconds timeout);
 
+// One line of /proc/self/mountinfo (proc(5)): mount point, file system type (e.g.
+// "fuse.aquifer") and source (aquifer-mount's fsname, "aquifer:HOST:PORT"), octal escapes undone.
+struct MountEntry {
+  std::string point;
+  std::string fstype;
+  std::string source;
+};
+
+// Parses mountinfo text, one mount per line; malformed lines are skipped.
+std::vector<MountEntry> ParseMountInfo(std::istream& in);
+
 // The file system type of the mount at `dir` (e.g. "fuse.aquifer"), from /proc/self/mountinfo,
 // or "" when nothing is mounted exactly there.
 std::string MountTypeAt(const std::string& dir);
@@ -52,8 +64,30 @@ std::string MountTypeAt(const std::string& dir);
 // point starts with `prefix` (e.g. "/tmp/aquifer-").
 std::vector<std::string> FuseMountsUnder(const std::string& prefix);
 
-// "MOUNTPOINT (TYPE)" of every mount whose type starts with "fuse" and contains "aquifer".
-std::vector<std::string> AquiferMounts();
+// True for a mount whose type starts with "fuse" and contains "aquifer".
+bool IsAquiferMount(const MountEntry& mount);
+
+// The metadata server address in an Aquifer mount's source: "aquifer:HOST:PORT" -> "HOST:PORT";
+// "" for any other source.
+std::string MetaAddressOfSource(const std::string& source);
+
+// Whether two HOST:PORT addresses name the same endpoint: the same text, or the same port and
+// hosts that resolve (getaddrinfo, may ask DNS) to a common address ("localhost:7000" and
+// "127.0.0.1:7000").
+bool SameEndpoint(const std::string& a, const std::string& b);
+
+// "MOUNTPOINT (TYPE)" of every Aquifer mount in `mounts` whose source names `meta_address`
+// (SameEndpoint): the mounts of that cluster, not every FUSE mount of the host.
+std::vector<std::string> AquiferMountsOf(const std::vector<MountEntry>& mounts,
+                                         const std::string& meta_address);
+
+// AquiferMountsOf(this host's /proc/self/mountinfo, meta_address).
+std::vector<std::string> AquiferMounts(const std::string& meta_address);
+
+// The metadata server address of the Aquifer mount holding `path` (the mount's source). Errors:
+// kNotFound (the path cannot be resolved), kNotSupported (not on an Aquifer mount, or the mount's
+// source names no address).
+Result<std::string> MetaAddressOfPath(const std::string& path);
 
 // Absolute path of this executable (/proc/self/exe), or "" when unreadable.
 std::string SelfExePath();

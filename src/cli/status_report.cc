@@ -195,7 +195,7 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
     o << "\n";
   } else {
     o << "mounts    ";
-    if (mounts.empty()) o << "no FUSE mounts on this host";
+    if (mounts.empty()) o << "no mount of this cluster on this host";
     for (size_t i = 0; i < mounts.size(); ++i) o << (i ? ", " : "") << mounts[i];
     o << "\n";
   }

@@ -41,7 +41,7 @@ std::string FormatServerTable(const ClusterView& view);
 
 // The whole report. `view` is the metadata server's answer, or its error (then the report says
 // the metadata server is unreachable and shows what else it knows). `local` is set for --root.
-// `mounts` lists fuse mount points found on this host (shown when `local` is not set).
+// `mounts` lists the mounts of this cluster found on this host (shown when `local` is not set).
 std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,
                          const std::optional<LocalProcesses>& local,
                          const std::vector<std::string>& mounts,

@@ -112,7 +112,7 @@ int Run(int argc, char** argv) {
     return 0;
   }
   if (opts.version) {
-    printf("aquifer-mount 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+    printf("aquifer-mount %s (libfuse %s)\n", AQUIFER_VERSION, fuse_pkgversion());
     return 0;
   }
   char real[PATH_MAX];

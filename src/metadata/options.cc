@@ -33,10 +33,15 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   app.add_option("--move-rate-mib", o.move_rate_mib, "copy rate of each move task, MiB/s");
   app.add_option("--pg-gc-delay-ms", o.pg_gc_delay_ms,
                  "wait (ms) after a move finishes before the source deletes its chunks");
+  app.set_version_flag("--version", std::string("aquifer-meta ") + AQUIFER_VERSION,
+                       "print the version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     *help_out = app.help();
+    return MetaOptions{};
+  } catch (const CLI::CallForVersion& e) {
+    *help_out = std::string(e.what()) + "\n";
     return MetaOptions{};
   } catch (const CLI::ParseError& e) {
     return InvalidArgument(std::string("bad command line: ") + e.what());

@@ -33,8 +33,9 @@ struct MetaOptions {
 // Parses argv into options: flags (--listen, --db, ...) as documented in `aquifer-meta --help`;
 // keys of --config FILE.toml fill every option not given as a flag. Errors: kInvalidArgument
 // with a message for an unknown flag, a bad value, an unreadable or malformed config file, or a
-// missing --db. `help_out` receives the help text when --help is given (then the Result holds
-// options with db empty and *help_out non-empty).
+// missing --db. `help_out` receives the help text when --help is given, or "aquifer-meta X.Y.Z\n"
+// (the project version) for --version (then the Result holds options with db empty and
+// *help_out non-empty).
 Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_out);
 
 // Checks option values (k >= 1, unit_bytes a multiple of 4096, ...). Errors: kInvalidArgument.

@@ -34,10 +34,15 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
                  "seconds between scrub passes (0: off)");
   app.add_option("--backfill-delay-ms", o.backfill_delay_ms,
                  "ms after (re)registering before backfilling chunks missed while down");
+  app.set_version_flag("--version", std::string("aquifer-data ") + AQUIFER_VERSION,
+                       "print the version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     *help_out = app.help();
+    return DataServerOptions{};
+  } catch (const CLI::CallForVersion& e) {
+    *help_out = std::string(e.what()) + "\n";
     return DataServerOptions{};
   } catch (const CLI::ParseError& e) {
     return InvalidArgument(std::string("bad command line: ") + e.what());

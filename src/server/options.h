@@ -34,7 +34,8 @@ struct DataServerOptions {
 // option not given as a flag. Fills in failure_domain with the host name when empty.
 // Errors: kInvalidArgument with a message for an unknown flag or key, a bad value, an unreadable
 // config file, or a missing --dir or --meta. When --help is given, *help_out receives the help
-// text and the result holds default options.
+// text (for --version, "aquifer-data X.Y.Z\n", the project version) and the result holds
+// default options.
 Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::string* help_out);
 
 // Checks option values. Errors: kInvalidArgument.

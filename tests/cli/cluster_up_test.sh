@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `aquifer cluster up` / `status` / `stop-server` / `start-server` / `cluster down` on a scratch
 # root with the real daemons and a FUSE mount.
-#   basic:        up, status, a second up changes nothing, a crashed data server comes back on its
-#                 port, stop-server/start-server, down stops everything, up after down keeps data
+#   basic:        up, status (--meta lists only this cluster's mounts), a second up changes
+#                 nothing, a crashed data server comes back on its port, stop-server/start-server
+#                 (an index outside 1..6 names the range), down stops everything, up after down
+#                 keeps data
 #   layout:       `aquifer layout get/set` on the mount (directory default, partial set, a new
 #                 file takes its directory's layout, set on a non-empty file refused)
 #   meta-restart: a crashed metadata server comes back on the same port, and the running mount
@@ -46,7 +48,12 @@ echo "== status"
 grep -q "6 registered, 6 up, 0 down" "$ROOT/status.txt" || fail "status does not show 6 servers up"
 grep -q "mounted (fuse" "$ROOT/status.txt" || fail "status does not show the mount"
 META=$(json "s['meta']['address']")
-"$AQ" status --meta "$META" | grep -q "6 up" || fail "status --meta does not work"
+"$AQ" status --meta "$META" > "$ROOT/status-meta.txt" || fail "status --meta failed"
+grep -q "6 up" "$ROOT/status-meta.txt" || fail "status --meta does not work"
+grep -q "^mounts .*$MNT (fuse.aquifer)" "$ROOT/status-meta.txt" || fail "status --meta does not list this cluster's mount"
+# Another cluster's status (nothing listens there) must not list this cluster's mount.
+OTHER=$("$AQ" status --meta 127.0.0.1:1 || true)
+if grep -q "$MNT" <<<"$OTHER"; then fail "status --meta of another cluster lists $MNT: $OTHER"; fi
 
 echo "== write through the mount"
 head -c 3000000 /dev/urandom > "$ROOT/blob"
@@ -112,6 +119,11 @@ cmp "$ROOT/blob" "$MNT/blob" || fail "degraded read with ds3 stopped differs"
 "$AQ" cluster start-server 3 --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
 "$AQ" status --root "$ROOT" | grep -q "6 registered, 6 up" || fail "ds3 did not come back"
 if "$AQ" cluster stop-server 9 --root "$ROOT" 2>/dev/null; then fail "stop-server 9 succeeded"; fi
+for bad in 0 -1 7; do
+  if "$AQ" cluster stop-server "$bad" --root "$ROOT" 2>"$ROOT/err.txt"; then fail "stop-server $bad succeeded"; fi
+  grep -qx "aquifer: error: no data server $bad in the cluster at $ROOT (indexes are 1..6)" "$ROOT/err.txt" ||
+    fail "stop-server $bad said: $(cat "$ROOT/err.txt")"
+done
 
 echo "== cluster down stops everything and unmounts"
 ALL_PIDS=$(json "' '.join(str(p) for p in [s['meta']['pid'], s['mount']['pid']] + [d['pid'] for d in s['data_servers']])")

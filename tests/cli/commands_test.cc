@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "cli/cluster_state.h"
 
 #include <unistd.h>
 
@@ -55,8 +56,22 @@ TEST(CommandLineTest, RejectsOutOfRangeOrMalformedNumbers) {
   ExpectUsageError({"cluster", "up", "--data-servers", "six"}, "data-servers");
   ExpectUsageError({"cluster", "up", "--k", "0"}, "--k");
   ExpectUsageError({"cluster", "up", "--m", "17"}, "--m");
-  ExpectUsageError({"cluster", "stop-server", "0"}, "ID");
   ExpectUsageError({"cluster", "stop-server", "two"}, "ID");
+  // Server ids start at 1; the message says so instead of CLI11's whole numeric range.
+  ExpectUsageError({"server", "drain", "0"},
+                   "ID: no server 0: server ids are 1, 2, ... (see `aquifer server list`)");
+  ExpectUsageError({"server", "remove", "-3"}, "no server -3: server ids are 1, 2, ...");
+  // Data server indexes are checked against the cluster's record (which knows how many).
+  EXPECT_EQ(ParseOk({"cluster", "stop-server", "0"}).server_index, 0);
+  EXPECT_EQ(ParseOk({"cluster", "start-server", "-1"}).server_index, -1);
+}
+
+TEST(CommandLineTest, VersionPrintsTheProjectVersion) {
+  EXPECT_EQ(VersionText(), std::string("aquifer ") + AQUIFER_VERSION);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--version"}, out, err), 0);
+  EXPECT_EQ(out.str(), std::string("aquifer ") + AQUIFER_VERSION + "\n");
+  EXPECT_EQ(err.str(), "");
 }
 
 TEST(CommandLineTest, RejectsUnknownCommandsAndOptions) {
@@ -125,6 +140,40 @@ TEST(CommandLineTest, RunCliExitsTwoOnUsageErrorsAndOneOnFailures) {
   std::ostringstream out4, err4;
   EXPECT_EQ(RunCli({"layout", "set", "/", "k=4", "bogus=1"}, out4, err4), 1);
   EXPECT_NE(err4.str().find("unknown layout key"), std::string::npos) << err4.str();
+}
+
+// stop-server / start-server with an index outside 1..N name the indexes that exist.
+TEST(CommandLineTest, DataServerIndexOutsideTheClusterSaysWhichIndexesExist) {
+  char tmpl[] = "/tmp/aquifer-cli-idx-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  ClusterState s;
+  s.root = root;
+  s.k = 4;
+  s.m = 2;
+  s.unit_bytes = 1048576;
+  s.meta.db = root + "/meta/db";
+  for (int i = 1; i <= 6; ++i) {
+    DataServerRecord d;
+    d.index = i;
+    d.failure_domain = "ds" + std::to_string(i);
+    d.dir = root + "/data/ds" + std::to_string(i);
+    s.data_servers.push_back(d);
+  }
+  ASSERT_TRUE(SaveClusterState(ClusterStatePath(root), s).ok());
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cluster", "stop-server", "0"},
+           {"cluster", "stop-server", "-1"},
+           {"cluster", "stop-server", "7"},
+           {"cluster", "start-server", "0"}}) {
+    std::vector<std::string> full = args;
+    full.insert(full.end(), {"--root", root});
+    std::ostringstream out, err;
+    EXPECT_EQ(RunCli(full, out, err), 1) << args[2];
+    EXPECT_EQ(err.str(), "aquifer: error: no data server " + args[2] + " in the cluster at " +
+                             root + " (indexes are 1..6)\n");
+  }
+  std::filesystem::remove_all(root);
 }
 
 class ConfigFileTest : public ::testing::Test {

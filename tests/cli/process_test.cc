@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,40 @@ TEST_F(ProcessTest, FindBinaryLooksInBinDirAndItsBuildTree) {
 TEST_F(ProcessTest, MountTypeIsEmptyWhereNothingIsMounted) {
   EXPECT_EQ(MountTypeAt(dir_), "");
   EXPECT_NE(MountTypeAt("/proc"), "");
+}
+
+// `status --meta ADDR` lists the mounts of that cluster only: an Aquifer mount's source is
+// "aquifer:HOST:PORT" (aquifer-mount's fsname).
+TEST(MountInfoTest, AquiferMountsOfACluster) {
+  std::istringstream text(
+      "22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
+      "41 26 0:38 / /tmp/a/mnt rw,nosuid,nodev,relatime - fuse.aquifer aquifer:127.0.0.1:37095 "
+      "rw,user_id=0,group_id=0\n"
+      "42 26 0:39 / /tmp/b\\040x/mnt rw,relatime shared:5 - fuse.aquifer aquifer:127.0.0.1:41000 "
+      "rw,user_id=0\n"
+      "43 26 0:40 / /tmp/c rw,relatime - fuse.sshfs me@host:/data rw\n"
+      "garbage\n");
+  std::vector<MountEntry> mounts = ParseMountInfo(text);
+  ASSERT_EQ(mounts.size(), 4u);
+  EXPECT_EQ(mounts[2].point, "/tmp/b x/mnt");
+  EXPECT_EQ(mounts[2].source, "aquifer:127.0.0.1:41000");
+  EXPECT_EQ(MetaAddressOfSource(mounts[1].source), "127.0.0.1:37095");
+  EXPECT_EQ(MetaAddressOfSource(mounts[3].source), "");
+  EXPECT_EQ(AquiferMountsOf(mounts, "127.0.0.1:37095"),
+            (std::vector<std::string>{"/tmp/a/mnt (fuse.aquifer)"}));
+  EXPECT_EQ(AquiferMountsOf(mounts, "127.0.0.1:41000"),
+            (std::vector<std::string>{"/tmp/b x/mnt (fuse.aquifer)"}));
+  EXPECT_EQ(AquiferMountsOf(mounts, "localhost:37095"),
+            (std::vector<std::string>{"/tmp/a/mnt (fuse.aquifer)"}));
+  EXPECT_TRUE(AquiferMountsOf(mounts, "127.0.0.1:1").empty());
+  EXPECT_FALSE(SameEndpoint("127.0.0.1:37095", "127.0.0.1:37096"));
+  EXPECT_TRUE(SameEndpoint("[::1]:7000", "[::1]:7000"));
+}
+
+TEST(MountInfoTest, MetaAddressOfAPathOffAnyAquiferMountIsNotSupported) {
+  Result<std::string> r = MetaAddressOfPath("/proc");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotSupported);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ TEST(StatusReportTest, ShowsEachServerUpOrDownWithCapacityAndPgCounts) {
   EXPECT_NE(text.find("10.0 GiB"), std::string::npos);
   EXPECT_NE(text.find("width 6: 64 placement groups"), std::string::npos) << text;
   EXPECT_NE(text.find("WARNING"), std::string::npos) << text;  // 5 up < k+m
-  EXPECT_NE(text.find("no FUSE mounts"), std::string::npos);
+  EXPECT_NE(text.find("no mount of this cluster on this host"), std::string::npos);
 }
 
 TEST(StatusReportTest, SaysWhenTheMetadataServerIsUnreachableAndShowsLocalProcesses) {
