@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,6 +127,39 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// Why the file system refused (EINVAL) `layout` on `path`, as far as this side can tell: the
+// errno carries no text, so the width is checked against the cluster's failure domains (from
+// the metadata server named by the mount) and a file's size against 0.
+Status ExplainLayoutRefusal(const std::string& path, const LayoutSpec& layout) {
+  const std::string head = "the file system refused layout " + FormatLayout(layout) + " on " +
+                           path + ": ";
+  const uint32_t width = *layout.k + *layout.m;
+  Result<std::string> address = MetaAddressOfPath(path);
+  Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
+                                          : Result<ClusterView>(address.status());
+  if (view.ok()) {
+    std::set<std::string> domains;
+    for (const ServerView& s : view->servers) {
+      if (s.state == "in" || s.state.empty()) domains.insert(s.failure_domain);
+    }
+    if (domains.size() < width) {
+      return InvalidArgument(head + "k+m=" + std::to_string(width) + " needs " +
+                             std::to_string(width) +
+                             " data servers in distinct failure domains, the cluster has " +
+                             std::to_string(domains.size()) + " (see `aquifer server list`)");
+    }
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    return InvalidArgument(head + "a file's layout can change only while it is empty (it has " +
+                           std::to_string(st.st_size) + " bytes)");
+  }
+  std::string why = head + "invalid layout (m must be 1..16, k+m at most the cluster's failure "
+                           "domains; the aquifer-meta log says why)";
+  if (!view.ok()) why += "; could not ask the metadata server: " + view.status().message();
+  return InvalidArgument(why);
+}
+
 int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<LayoutSpec> spec = ParseLayoutSpec(inv.layout_tokens);
   if (!spec.ok()) return Fail(err, spec.status());
@@ -146,6 +180,7 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   if (!full.ok()) return Fail(err, full.status());
   const std::string value = FormatLayout(*full);
   Status st = SetLayoutXattr(inv.path, value);
+  if (st.code() == Code::kInvalidArgument) return Fail(err, ExplainLayoutRefusal(inv.path, *full));
   if (!st.ok()) return Fail(err, st);
   out << inv.path << ": layout set to " << value << "\n";
   return 0;

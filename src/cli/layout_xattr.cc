@@ -86,7 +86,10 @@ Result<LayoutSpec> ParseLayoutSpec(const std::vector<std::string>& tokens) {
       if (spec.m) return InvalidArgument("m given twice");
       Result<uint64_t> v = ParseNumber(key, value, false);
       if (!v.ok()) return v.status();
-      if (*v > 16) return InvalidArgument("m=" + value + ": expected 0..16");
+      if (*v < 1 || *v > 16) {
+        return InvalidArgument("m=" + value + ": expected 1..16 (m=0 leaves no parity or copy: "
+                               "one lost server would lose data)");
+      }
       spec.m = static_cast<uint32_t>(*v);
     } else if (key == "unit" || key == "unit_bytes") {
       if (spec.unit_bytes) return InvalidArgument("unit given twice");

@@ -3,7 +3,7 @@
 // them to the metadata server).
 //
 // Value format (text, ASCII): "k=4 m=2 unit=1048576" — space-separated key=value pairs, in this
-// order when written by this tool. Keys: k (data units, 1..64), m (parity units, 0..16),
+// order when written by this tool. Keys: k (data units, 1..64), m (parity units, 1..16),
 // unit (stripe unit, bytes, 4096..16 MiB, a multiple of 4096). On a directory the layout is
 // the default for files created in it later; on a file it can be set only while it is empty.
 #pragma once

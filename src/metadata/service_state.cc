@@ -350,16 +350,47 @@ Status MetadataService::SetLayoutXattr(Txn& txn, Inode* n, std::string_view valu
   if (caller.uid != 0 && caller.uid != n->uid) {
     return Status(Code::kNotPermitted, "layout: not the owner");
   }
-  if (n->is_dir()) {
-    auto l = ParseLayoutText(value, n->dir_default.empty() ? default_layout_ : n->dir_default);
-    if (!l.ok()) return l.status();
-    n->dir_default = *l;
-  } else if (n->is_reg()) {
-    auto l = ParseLayoutText(value, n->layout);
-    if (!l.ok()) return l.status();
-    if (l->k == n->layout.k && l->m == n->layout.m && l->unit_bytes == n->layout.unit_bytes) {
-      return OkStatus();  // the same value: cp -a / rsync -X copies succeed
+  if (!n->is_dir() && !n->is_reg()) {
+    return Status(Code::kNotSupported, "layout: only files and directories have one");
+  }
+  const FileLayout& base =
+      n->is_reg() ? n->layout : (n->dir_default.empty() ? default_layout_ : n->dir_default);
+  auto l = ParseLayoutText(value, base);
+  if (!l.ok()) return l.status();
+  if (n->is_reg() && l->k == n->layout.k && l->m == n->layout.m &&
+      l->unit_bytes == n->layout.unit_bytes) {
+    return OkStatus();  // the same value: cp -a / rsync -X copies succeed
+  }
+  // Refuse now what every later create would refuse (see docs/design.md, "Layout and
+  // placement"): no redundancy, or more positions than the cluster has failure domains. Down
+  // servers count (they come back); draining and removed ones do not.
+  Status usable;
+  const uint32_t width = l->k + l->m;
+  if (l->m == 0) {
+    usable = InvalidArgument("layout: m=0 leaves no parity or copy; m must be at least 1");
+  } else {
+    std::set<std::string> domains;
+    {
+      std::lock_guard lock(cluster_mu_);
+      for (const auto& [id, s] : servers_) {
+        if (s.record.state == MemberState::kIn) domains.insert(s.record.failure_domain);
+      }
     }
+    if (domains.size() < width) {
+      usable = InvalidArgument("layout: k+m=" + std::to_string(width) + " needs " +
+                               std::to_string(width) +
+                               " data servers in distinct failure domains, the cluster has " +
+                               std::to_string(domains.size()));
+    }
+  }
+  if (!usable.ok()) {
+    Logger("meta")->warn("refuse layout inode={} layout='{}' reason='{}'", n->ino.value(),
+                         LayoutText(*l), usable.message());
+    return usable;
+  }
+  if (n->is_dir()) {
+    n->dir_default = *l;
+  } else {
     if (n->size != 0) {
       return InvalidArgument("layout: a file's layout can change only while its size is 0");
     }
@@ -371,8 +402,6 @@ Status MetadataService::SetLayoutXattr(Txn& txn, Inode* n, std::string_view valu
     }
     nl.pg_start = static_cast<uint32_t>(n->ino.value() % nl.pg_count);
     n->layout = nl;
-  } else {
-    return Status(Code::kNotSupported, "layout: only files and directories have one");
   }
   n->ctime = clocks_.wall();
   txn.Dirty(n);

@@ -6,7 +6,8 @@
 #                 (an index outside 1..6 names the range), down stops everything, up after down
 #                 keeps data
 #   layout:       `aquifer layout get/set` on the mount (directory default, partial set, a new
-#                 file takes its directory's layout, set on a non-empty file refused)
+#                 file takes its directory's layout, set on a non-empty file refused, layouts
+#                 wider than the failure domains or with m=0 refused with EINVAL)
 #   meta-restart: a crashed metadata server comes back on the same port, and the running mount
 #                 (same aquifer-mount process) still reads the old data and writes new files
 # usage: cluster_up_test.sh BUILD_DIR basic|layout|meta-restart
@@ -90,6 +91,25 @@ cp "$ROOT/blob" "$MNT/narrow/blob"
 cmp "$ROOT/blob" "$MNT/narrow/blob" || fail "read back of a k=3 m=1 file differs"
 if "$AQ" layout set "$MNT/narrow/blob" k=4 m=2 unit=1M 2>/dev/null; then fail "layout set on a non-empty file succeeded"; fi
 if "$AQ" layout set "$MNT/narrow" k=0 2>/dev/null; then fail "layout set k=0 succeeded"; fi
+echo "== layouts that no create could use are refused when set (6 failure domains, m >= 1)"
+if "$AQ" layout set "$MNT/narrow" k=5 m=2 2>"$ROOT/err.txt"; then fail "layout k=5 m=2 on 6 failure domains accepted"; fi
+grep -q "k+m=7 needs 7 data servers in distinct failure domains, the cluster has 6" "$ROOT/err.txt" ||
+  fail "layout set k=5 m=2 said: $(cat "$ROOT/err.txt")"
+if "$AQ" layout set "$MNT/narrow" m=0 2>"$ROOT/err.txt"; then fail "layout set m=0 accepted"; fi
+grep -q "m=0: expected 1..16" "$ROOT/err.txt" || fail "layout set m=0 said: $(cat "$ROOT/err.txt")"
+# The file system itself refuses them with EINVAL (setfattr without the aquifer command).
+for v in "k=5 m=2" "k=4 m=0"; do
+  python3 - "$MNT/narrow" "$v" <<'PY' || fail "setxattr aquifer.layout '$v' was not refused with EINVAL"
+import errno, os, sys
+try:
+    os.setxattr(sys.argv[1], "aquifer.layout", sys.argv[2].encode())
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EINVAL else 1)
+sys.exit(1)
+PY
+done
+"$AQ" layout get "$MNT/narrow" | grep -q "k=3 m=1 unit=65536" || fail "a refused layout changed the directory's"
+echo fine > "$MNT/narrow/after-refusal" || fail "create after a refused layout failed"
 if "$AQ" layout get "$ROOT/blob" 2>/dev/null; then fail "layout get off the mount succeeded"; fi
 "$AQ" cluster down --root "$ROOT" >/dev/null
 echo "PASS"

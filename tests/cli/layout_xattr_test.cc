@@ -42,6 +42,8 @@ TEST(LayoutSpecTest, RejectsBadTokens) {
            {"k=0"},               // k out of range
            {"k=65"},
            {"m=17"},
+           {"m=0"},               // no redundancy
+           {"k=4", "m=0"},
            {"k=x"},
            {"unit=1000"},         // not a multiple of 4096
            {"unit=32M"},          // over 16 MiB

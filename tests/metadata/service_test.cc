@@ -461,6 +461,44 @@ TEST_F(MetadataServiceTest, LayoutXattrSetsDirDefaultsInheritedByNewFilesAndSubd
   EXPECT_EQ(File(d.ino, "g").layout.k, 4u);
 }
 
+// A layout every later create would refuse is refused when set: m=0 (no redundancy) or a width
+// k+m past the cluster's failure domains. Servers that are down still count.
+TEST_F(MetadataServiceTest, LayoutXattrRefusesNoRedundancyAndWidthsPastTheFailureDomains) {
+  Inode d = Dir(kRootInode, "d");
+  Inode f = File(kRootInode, "f");
+  const std::string dir_before = *svc_->GetXattr(d.ino, kLayoutXattr, Root());
+  const std::string file_before = *svc_->GetXattr(f.ino, kLayoutXattr, Root());
+  struct Row {
+    const char* value;
+    const char* message;
+  } rows[] = {
+      {"k=5 m=2", "layout: k+m=7 needs 7 data servers in distinct failure domains, the cluster "
+                  "has 6"},
+      {"k=4 m=0", "layout: m=0 leaves no parity or copy; m must be at least 1"},
+      {"m=0", "layout: m=0 leaves no parity or copy; m must be at least 1"},
+      {"k=16 m=4 unit=65536", "layout: k+m=20 needs 20 data servers in distinct failure "
+                              "domains, the cluster has 6"},
+  };
+  for (const Row& row : rows) {
+    for (const Inode& target : {d, f}) {
+      Status st = svc_->SetXattr(target.ino, kLayoutXattr, row.value, 0, Root());
+      EXPECT_EQ(st.code(), Code::kInvalidArgument) << row.value;
+      EXPECT_EQ(st.message(), row.message) << row.value;
+    }
+  }
+  EXPECT_EQ(*svc_->GetXattr(d.ino, kLayoutXattr, Root()), dir_before);
+  EXPECT_EQ(*svc_->GetXattr(f.ino, kLayoutXattr, Root()), file_before);
+  EXPECT_TRUE(svc_->SetXattr(d.ino, kLayoutXattr, "k=5 m=1", 0, Root()).ok());
+  EXPECT_TRUE(svc_->SetXattr(f.ino, kLayoutXattr, "k=1 m=1", 0, Root()).ok());
+  // Every server silent past the heartbeat timeout: down, still members, still counted.
+  mono_ms_ += opts_.heartbeat_timeout_ms + 1;
+  svc_->Tick();
+  for (const auto& s : svc_->GetClusterMap().servers) EXPECT_FALSE(s.up);
+  EXPECT_TRUE(svc_->SetXattr(d.ino, kLayoutXattr, "k=4 m=2", 0, Root()).ok());
+  EXPECT_EQ(svc_->SetXattr(d.ino, kLayoutXattr, "k=6 m=1", 0, Root()).code(),
+            Code::kInvalidArgument);
+}
+
 TEST_F(MetadataServiceTest, UserXattrsHonourCreateAndReplaceFlags) {
   Inode f = File(kRootInode, "f");
   ASSERT_TRUE(svc_->SetXattr(f.ino, "user.a", std::string("v\0x", 3), XATTR_CREATE, Root()).ok());
