@@ -120,6 +120,11 @@ struct ClientOptions {
   uint32_t readahead_stripes = 2;                    // stripes fetched ahead of a sequential reader
   std::chrono::milliseconds chunk_timeout{3000};     // a chunk read slower than this goes degraded
   std::chrono::milliseconds rpc_timeout{15000};      // deadline of one metadata RPC
+  // How long a directory's attributes, as the last metadata reply about it gave them (namespace
+  // changes return their directories' new attributes), answer GetAttr without a round trip.
+  // 0 = always ask. The mount sets attr_timeout / 2, so an answer is at most 1.5 x attr_timeout
+  // old when the kernel's cache of it ends, as with the kernel's own attribute cache.
+  std::chrono::milliseconds dir_attr_ttl{0};
   std::chrono::milliseconds lease_wait{30000};       // how long an open for write waits for a lease
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
 };

@@ -152,6 +152,8 @@ int Run(int argc, char** argv) {
 
   ClientOptions client_options;
   client_options.meta_address = opts.meta_address;
+  client_options.dir_attr_ttl =
+      std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
   client_options.client_name = !opts.client_name.empty()

@@ -1,7 +1,13 @@
 // gRPC implementation of MetaClient. The only file of the client library that sees meta.proto.
 #include "client/rpc/meta_client.h"
 
+#include <sys/stat.h>
+
 #include <grpcpp/grpcpp.h>
+
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "aquifer/units.h"
 #include "meta.grpc.pb.h"
@@ -60,8 +66,9 @@ Attributes FromPb(const pb::Attr& a) {
 
 class GrpcMetaClient final : public MetaClient {
  public:
-  GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout)
-      : timeout_(timeout) {
+  GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout,
+                 std::chrono::milliseconds dir_attr_ttl)
+      : timeout_(timeout), dir_attr_ttl_(dir_attr_ttl) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
@@ -82,6 +89,7 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Result<Attributes> GetAttr(InodeId inode) override {
+    if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     pb::GetAttrRequest req;
     req.set_ino(inode.value());
     return AttrCall(&pb::MetaService::Stub::GetAttr, req);
@@ -103,6 +111,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_valid(valid);
     ToPb(c, req.mutable_caller());
     req.set_session(session.value());
+    ForgetDir(inode);
     return AttrCall(&pb::MetaService::Stub::SetAttr, req);
   }
 
@@ -123,6 +132,7 @@ class GrpcMetaClient final : public MetaClient {
     SetDeadline(&ctx);
     Status s = FromRpc(stub_->Create(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
+    RememberDirs(resp.dir_attrs());
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
 
@@ -175,7 +185,9 @@ class GrpcMetaClient final : public MetaClient {
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc(stub_->Rename(&ctx, req, &resp), &resp);
+    Status s = FromRpc(stub_->Rename(&ctx, req, &resp), &resp);
+    if (s.ok()) RememberDirs(resp.dir_attrs());
+    return s;
   }
 
   Result<std::string> Readlink(InodeId inode) override {
@@ -226,6 +238,7 @@ class GrpcMetaClient final : public MetaClient {
   Status SetXattr(InodeId inode, std::string_view name, std::string_view value, int flags,
                   const Caller& c) override {
     pb::XattrResponse resp;
+    ForgetDir(inode);  // ctime changes
     return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp);
   }
   Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& c) override {
@@ -236,6 +249,7 @@ class GrpcMetaClient final : public MetaClient {
   }
   Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) override {
     pb::XattrResponse resp;
+    ForgetDir(inode);  // ctime changes
     return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp);
   }
 
@@ -390,7 +404,10 @@ class GrpcMetaClient final : public MetaClient {
     SetDeadline(&ctx);
     Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
     if (!s.ok()) return s;
-    return FromPb(resp.attr());
+    RememberDirs(resp.dir_attrs());
+    Attributes attr = FromPb(resp.attr());
+    RememberDir(attr);
+    return attr;
   }
 
   Status Remove(grpc::Status (pb::MetaService::Stub::*method)(
@@ -403,7 +420,53 @@ class GrpcMetaClient final : public MetaClient {
     pb::RemoveResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
+    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
+    if (s.ok()) RememberDirs(resp.dir_attrs());
+    return s;
+  }
+
+  // --- directory attribute cache ---------------------------------------------------------------
+  // Directory attributes from replies (GetAttr, Lookup, SetAttr, and the dir_attrs of namespace
+  // changes) answer GetAttr while younger than dir_attr_ttl_ (the mount's attr_timeout: the
+  // kernel would have cached them as long, had a local change not invalidated them). A reply
+  // replaces an entry only if its ctime is not older, so a slow reply cannot undo a newer one.
+  using SteadyClock = std::chrono::steady_clock;
+  struct DirEntryCache {
+    Attributes attr;
+    SteadyClock::time_point at;
+  };
+  static constexpr size_t kMaxCachedDirs = 1 << 16;
+
+  static bool Older(const Timestamp& a, const Timestamp& b) {
+    return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec);
+  }
+  void RememberDir(const Attributes& attr) {
+    if (dir_attr_ttl_.count() <= 0 || !S_ISDIR(attr.mode)) return;
+    std::lock_guard lock(dir_mu_);
+    if (dirs_.size() >= kMaxCachedDirs) dirs_.clear();
+    auto [it, added] = dirs_.try_emplace(attr.inode.value(), DirEntryCache{attr, SteadyClock::now()});
+    if (!added && !Older(attr.ctime, it->second.attr.ctime)) {
+      it->second = DirEntryCache{attr, SteadyClock::now()};
+    }
+  }
+  void RememberDirs(const google::protobuf::RepeatedPtrField<pb::Attr>& attrs) {
+    for (const pb::Attr& a : attrs) RememberDir(FromPb(a));
+  }
+  void ForgetDir(InodeId inode) {
+    if (dir_attr_ttl_.count() <= 0) return;
+    std::lock_guard lock(dir_mu_);
+    dirs_.erase(inode.value());
+  }
+  std::optional<Attributes> CachedDir(InodeId inode) {
+    if (dir_attr_ttl_.count() <= 0) return std::nullopt;
+    std::lock_guard lock(dir_mu_);
+    auto it = dirs_.find(inode.value());
+    if (it == dirs_.end()) return std::nullopt;
+    if (SteadyClock::now() - it->second.at >= dir_attr_ttl_) {
+      dirs_.erase(it);
+      return std::nullopt;
+    }
+    return it->second.attr;
   }
 
   Status XattrCall(grpc::Status (pb::MetaService::Stub::*method)(
@@ -451,14 +514,18 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds dir_attr_ttl_;
   std::unique_ptr<pb::MetaService::Stub> stub_;
+  std::mutex dir_mu_;  // guards dirs_
+  std::unordered_map<uint64_t, DirEntryCache> dirs_;
 };
 
 }  // namespace
 
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
-                                              std::chrono::milliseconds timeout) {
-  return std::make_unique<GrpcMetaClient>(address, timeout);
+                                              std::chrono::milliseconds timeout,
+                                              std::chrono::milliseconds dir_attr_ttl) {
+  return std::make_unique<GrpcMetaClient>(address, timeout, dir_attr_ttl);
 }
 
 }  // namespace aquifer::client

@@ -130,6 +130,21 @@ class ServiceImpl final : public pb::MetaService::Service {
              resp);
     return grpc::Status::OK;
   }
+  // After a successful namespace change: the attributes of the directories it changed.
+  template <class Resp>
+  void AddDirAttrs(Resp* resp, std::initializer_list<InodeId> dirs) {
+    if (resp->status().code() != 0) return;
+    InodeId added[2];
+    size_t n = 0;
+    for (InodeId dir : dirs) {
+      if (dir.value() == 0 || std::find(added, added + n, dir) != added + n) continue;
+      Result<Inode> attr = svc_->GetAttr(dir);
+      if (!attr.ok() || !attr->is_dir()) continue;
+      ToPb(*attr, resp->add_dir_attrs());
+      if (n < 2) added[n++] = dir;
+    }
+  }
+
   grpc::Status Create(grpc::ServerContext*, const pb::CreateRequest* req,
                       pb::CreateResponse* resp) override {
     CreateArgs a;
@@ -146,12 +161,14 @@ class ServiceImpl final : public pb::MetaService::Service {
       ToPb(r->attr, resp->mutable_attr());
       resp->set_write_version(r->write_version);
     }
+    AddDirAttrs(resp, {a.parent});
     return grpc::Status::OK;
   }
   grpc::Status Mkdir(grpc::ServerContext*, const pb::MkdirRequest* req,
                      pb::AttrResponse* resp) override {
     FillAttr(svc_->Mkdir(InodeId(req->parent()), req->name(), req->mode(), FromPb(req->caller())),
              resp);
+    AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
   grpc::Status Symlink(grpc::ServerContext*, const pb::SymlinkRequest* req,
@@ -159,6 +176,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     FillAttr(svc_->Symlink(InodeId(req->parent()), req->name(), req->target(),
                            FromPb(req->caller())),
              resp);
+    AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
   grpc::Status Link(grpc::ServerContext*, const pb::LinkRequest* req,
@@ -166,18 +184,21 @@ class ServiceImpl final : public pb::MetaService::Service {
     FillAttr(svc_->Link(InodeId(req->ino()), InodeId(req->new_parent()), req->new_name(),
                         FromPb(req->caller())),
              resp);
+    AddDirAttrs(resp, {InodeId(req->new_parent())});
     return grpc::Status::OK;
   }
   grpc::Status Unlink(grpc::ServerContext*, const pb::RemoveRequest* req,
                       pb::RemoveResponse* resp) override {
     SetStatus(resp->mutable_status(),
               svc_->Unlink(InodeId(req->parent()), req->name(), FromPb(req->caller())));
+    AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
   grpc::Status Rmdir(grpc::ServerContext*, const pb::RemoveRequest* req,
                      pb::RemoveResponse* resp) override {
     SetStatus(resp->mutable_status(),
               svc_->Rmdir(InodeId(req->parent()), req->name(), FromPb(req->caller())));
+    AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
   grpc::Status Rename(grpc::ServerContext*, const pb::RenameRequest* req,
@@ -185,6 +206,12 @@ class ServiceImpl final : public pb::MetaService::Service {
     SetStatus(resp->mutable_status(),
               svc_->Rename(InodeId(req->parent()), req->name(), InodeId(req->new_parent()),
                            req->new_name(), req->flags(), FromPb(req->caller())));
+    AddDirAttrs(resp, {InodeId(req->parent()), InodeId(req->new_parent())});
+    if (resp->status().code() == 0) {
+      // A renamed directory's ctime (and "..") changed too; a renamed file is not cached.
+      Result<Inode> moved = svc_->Lookup(InodeId(req->new_parent()), req->new_name(), Caller{});
+      if (moved.ok() && moved->is_dir()) ToPb(*moved, resp->add_dir_attrs());
+    }
     return grpc::Status::OK;
   }
   grpc::Status Readlink(grpc::ServerContext*, const pb::ReadlinkRequest* req,
