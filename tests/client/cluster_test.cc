@@ -14,20 +14,13 @@
 #include "aquifer/units.h"
 #include "client/rpc/data_client.h"
 #include "client/striping.h"
-#include "testing/process_cluster.h"
+#include "testing/cluster_fixture.h"
 
 namespace aquifer {
 namespace {
 
-using testing::ProcessCluster;
 using testing::ProcessClusterOptions;
 using testing::RandomBytes;
-
-#define ASSERT_OK(expr)                                    \
-  do {                                                     \
-    const ::aquifer::Status aq_s_ = (expr);                \
-    ASSERT_TRUE(aq_s_.ok()) << #expr << ": " << aq_s_.ToString(); \
-  } while (0)
 
 const Caller kRoot{};
 
@@ -51,20 +44,7 @@ Result<std::string> ReadAt(Client& client, OpenFile& file, uint64_t offset, size
   return out;
 }
 
-class ClusterTest : public ::testing::Test {
- protected:
-  void StartCluster(ProcessClusterOptions options = {}) {
-    cluster_ = std::make_unique<ProcessCluster>(options);
-    Status s = cluster_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  std::unique_ptr<Client> NewClient(ClientOptions options = {}) {
-    Result<std::unique_ptr<Client>> c = cluster_->NewClient(options);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(*c) : nullptr;
-  }
-  std::unique_ptr<ProcessCluster> cluster_;
-};
+class ClusterTest : public testing::ProcessClusterTest {};
 
 TEST_F(ClusterTest, ReadSurvivesTwoDataServerCrashes) {
   StartCluster();

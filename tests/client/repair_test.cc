@@ -20,22 +20,15 @@
 #include "client/cluster_map.h"
 #include "client/rpc/data_client.h"
 #include "client/rpc/move_admin.h"
-#include "testing/process_cluster.h"
+#include "testing/cluster_fixture.h"
 
 namespace aquifer {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using testing::ProcessCluster;
 using testing::ProcessClusterOptions;
 using testing::RandomBytes;
-
-#define ASSERT_OK(expr)                                             \
-  do {                                                              \
-    const ::aquifer::Status aq_s_ = (expr);                         \
-    ASSERT_TRUE(aq_s_.ok()) << #expr << ": " << aq_s_.ToString();   \
-  } while (0)
 
 const Caller kRoot{};
 constexpr std::chrono::seconds kMovesTimeout{40};
@@ -98,7 +91,7 @@ int PositionsNaming(const client::ClusterMap& map, ServerId server) {
   return n;
 }
 
-class RepairTest : public ::testing::Test {
+class RepairTest : public testing::ProcessClusterTest {
  protected:
   static ProcessClusterOptions FastOptions(int servers) {
     ProcessClusterOptions o;
@@ -107,16 +100,6 @@ class RepairTest : public ::testing::Test {
     o.repair_delay_ms = 1000;
     o.pg_gc_delay_ms = 5000;
     return o;
-  }
-  void StartCluster(ProcessClusterOptions options) {
-    cluster_ = std::make_unique<ProcessCluster>(std::move(options));
-    Status s = cluster_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  std::unique_ptr<Client> NewClient() {
-    Result<std::unique_ptr<Client>> c = cluster_->NewClient();
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(*c) : nullptr;
   }
   ServerId IdOf(int i) {
     Result<ServerId> id = cluster_->DataServerId(i);
@@ -152,7 +135,6 @@ class RepairTest : public ::testing::Test {
     }
     return ::testing::AssertionFailure() << "no move was planned";
   }
-  std::unique_ptr<ProcessCluster> cluster_;
 };
 
 // 7 servers (one spare failure domain for width 6): a crashed server's positions are rebuilt on

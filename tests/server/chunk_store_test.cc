@@ -12,39 +12,25 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "aquifer/erasure.h"
+#include "testing/test_util.h"
 
 namespace aquifer::server {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return s;
-}
+using testing::RandomBytes;
 
 class ChunkStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/aquifer_chunk_store_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(scratch_.ok());
     Reopen();
-  }
-  void TearDown() override {
-    store_.reset();
-    fs::remove_all(dir_);
   }
   void Reopen(uint64_t capacity = 0) {
     store_.reset();
@@ -66,7 +52,8 @@ class ChunkStoreTest : public ::testing::Test {
     return files;
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"aquifer_chunk_store_test"};  // removed after store_ closes
+  const std::string dir_ = scratch_.path();
   std::unique_ptr<ChunkStore> store_;
 };
 

@@ -285,18 +285,4 @@ Result<std::unique_ptr<Client>> ProcessCluster::NewClient(ClientOptions options)
   return Client::Connect(options);
 }
 
-std::string RandomBytes(size_t bytes, uint64_t seed) {
-  std::string out(bytes, '\0');
-  uint64_t x = seed;
-  for (size_t i = 0; i < bytes; i += 8) {
-    x += 0x9E3779B97F4A7C15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    for (size_t j = 0; j < 8 && i + j < bytes; ++j) out[i + j] = static_cast<char>(z >> (8 * j));
-  }
-  return out;
-}
-
 }  // namespace aquifer::testing

@@ -22,6 +22,7 @@
 #include "aquifer/units.h"
 #include "client/cluster_map.h"
 #include "client/rpc/move_admin.h"
+#include "testing/test_util.h"  // RandomBytes, WaitUntil, ScratchDir for its users
 
 namespace aquifer::testing {
 
@@ -119,8 +120,5 @@ class ProcessCluster {
   std::vector<Proc> data_;
   std::unique_ptr<client::MoveAdmin> admin_;
 };
-
-// `bytes` pseudo-random bytes from `seed` (splitmix64), the same on every run.
-std::string RandomBytes(size_t bytes, uint64_t seed);
 
 }  // namespace aquifer::testing

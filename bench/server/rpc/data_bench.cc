@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -26,26 +25,19 @@
 #include "data.grpc.pb.h"
 #include "server/chunk_store/chunk_store.h"
 #include "server/rpc/grpc_data_server.h"
+#include "testing/rpc/service_host.h"
+#include "testing/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace aquifer;
 using namespace aquifer::server;
 using Clock = std::chrono::steady_clock;
+using aquifer::testing::RandomBytes;
 
 namespace {
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return s;
 }
 
 void Check(bool ok, const std::string& what) {
@@ -153,11 +145,7 @@ Row StoreRead(ChunkStore& store, uint64_t ino, size_t n, size_t bytes, const cha
 // `threads` writers each write count/threads chunks over gRPC.
 Row GrpcWrite(const std::string& address, uint64_t ino, const std::vector<std::string>& blobs,
               bool sync, int threads, const char* name) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(int(kMaxRpcMessageBytes));
-  args.SetMaxSendMessageSize(int(kMaxRpcMessageBytes));
-  auto stub = rpc::DataService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  auto stub = aquifer::testing::NewDataStub(address);
   std::atomic<size_t> next{0};
   const auto t0 = Clock::now();
   std::vector<std::thread> ts;
@@ -182,10 +170,7 @@ Row GrpcWrite(const std::string& address, uint64_t ino, const std::vector<std::s
 
 Row GrpcRead(const std::string& address, uint64_t ino, size_t n, size_t bytes, int threads,
              const char* name) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(int(kMaxRpcMessageBytes));
-  auto stub = rpc::DataService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  auto stub = aquifer::testing::NewDataStub(address);
   std::atomic<size_t> next{0};
   const auto t0 = Clock::now();
   std::vector<std::thread> ts;

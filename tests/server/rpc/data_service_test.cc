@@ -6,13 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <random>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -21,31 +18,19 @@
 #include "data.grpc.pb.h"
 #include "meta.grpc.pb.h"
 #include "server/rpc/grpc_data_server.h"
+#include "testing/rpc/service_host.h"
+#include "testing/test_util.h"
 
 namespace aquifer::server {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+
+using testing::RandomBytes;
 
 // Polls `pred` until it holds or 15 s pass.
 bool WaitUntil(const std::function<bool()>& pred) {
-  const auto deadline = Clock::now() + std::chrono::seconds(15);
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval, not a wait
-  }
-  return pred();
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return s;
+  return testing::WaitUntil(pred, std::chrono::seconds(15));
 }
 
 // A MetaService that only does membership, scripted by the test.
@@ -90,42 +75,20 @@ class FakeMeta final : public rpc::MetaService::Service {
   std::vector<uint64_t> acked;
 };
 
-class MetaHost {
- public:
-  MetaHost() {
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(&meta);
-    server_ = b.BuildAndStart();
-  }
-  ~MetaHost() { server_->Shutdown(std::chrono::system_clock::now()); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+// The fake, served on loopback for as long as the MetaHost lives.
+struct MetaHost {
+  std::string address() const { return host.address(); }
   FakeMeta meta;
-
- private:
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  testing::ServiceHost host{&meta};
 };
-
-std::unique_ptr<rpc::DataService::Stub> DataStub(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
-  args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
-  return rpc::DataService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
-}
 
 class DataServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/aquifer_data_service_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(scratch_.ok());
+    ASSERT_TRUE(meta_.host.ok());
   }
-  void TearDown() override {
-    server_.reset();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
   void StartServer(uint64_t capacity = 0) {
     DataServerOptions o;
     o.dir = dir_ + "/store";
@@ -136,7 +99,7 @@ class DataServiceTest : public ::testing::Test {
     auto s = GrpcDataServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
-    stub_ = DataStub(server_->address());
+    stub_ = testing::NewDataStub(server_->address());
   }
 
   rpc::WriteChunkResponse Write(uint64_t ino, uint64_t stripe, uint32_t pos, uint64_t version,
@@ -169,7 +132,8 @@ class DataServiceTest : public ::testing::Test {
     return resp;
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"aquifer_data_service_test"};  // removed last
+  const std::string dir_ = scratch_.path();
   MetaHost meta_;
   std::unique_ptr<GrpcDataServer> server_;
   std::unique_ptr<rpc::DataService::Stub> stub_;
@@ -385,7 +349,7 @@ class BinaryTest : public DataServiceTest {
     ASSERT_TRUE(WaitUntil([&] { return fs::exists(port_file); }));
     std::ifstream in(port_file);
     std::getline(in, address_);
-    stub_ = DataStub(address_);
+    stub_ = testing::NewDataStub(address_);
   }
   pid_t pid_ = -1;
   std::string address_;

@@ -6,12 +6,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <random>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -21,31 +18,19 @@
 #include "data.grpc.pb.h"
 #include "meta.grpc.pb.h"
 #include "server/rpc/grpc_data_server.h"
+#include "testing/rpc/service_host.h"
+#include "testing/test_util.h"
 
 namespace aquifer::server {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+using testing::RandomBytes;
 
 // Polls `pred` until it holds or 20 s pass.
 bool WaitUntil(const std::function<bool()>& pred) {
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval, not a wait
-  }
-  return pred();
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return s;
+  return testing::WaitUntil(pred, std::chrono::seconds(20));
 }
 
 constexpr uint32_t kK = 4, kM = 2, kWidth = 6;
@@ -174,26 +159,17 @@ class FakeMeta final : public rpc::MetaService::Service {
 class RepairTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/aquifer_repair_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &meta_port_);
-    b.RegisterService(&meta_);
-    meta_server_ = b.BuildAndStart();
+    ASSERT_TRUE(scratch_.ok());
+    ASSERT_TRUE(meta_host_.ok());
     // PG 0 on servers 1..6 (position i on server i + 1); PG 1 reversed.
     meta_.pgs = {{1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1}};
     for (uint32_t id = 1; id <= 7; ++id) Start(id);
   }
-  void TearDown() override {
-    servers_.clear();
-    meta_server_->Shutdown(std::chrono::system_clock::now());
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { servers_.clear(); }
   void Start(uint32_t id, uint32_t scrub_interval_s = 0) {
     DataServerOptions o;
     o.dir = dir_ + "/d" + std::to_string(id);
-    o.meta = "127.0.0.1:" + std::to_string(meta_port_);
+    o.meta = meta_host_.address();
     o.failure_domain = "d" + std::to_string(id);
     o.register_retry_ms = 10;
     o.scrub_interval_s = scrub_interval_s;
@@ -259,10 +235,10 @@ class RepairTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"aquifer_repair_test"};  // removed last
+  const std::string dir_ = scratch_.path();
   FakeMeta meta_;
-  int meta_port_ = 0;
-  std::unique_ptr<grpc::Server> meta_server_;
+  testing::ServiceHost meta_host_{&meta_};  // shut down after the data servers
   std::map<uint32_t, std::unique_ptr<GrpcDataServer>> servers_;
 };
 
@@ -415,9 +391,7 @@ TEST_F(RepairTest, ScrubRepairsAFlippedByteAndAStaleChunkAndReadsQueueRepairs) {
   rpc::ReadChunkRequest req;
   req.mutable_key()->set_ino(401);
   req.mutable_key()->set_position(1);
-  grpc::ChannelArguments args;
-  auto stub = rpc::DataService::NewStub(grpc::CreateCustomChannel(
-      servers_[2]->address(), grpc::InsecureChannelCredentials(), args));
+  auto stub = testing::NewDataStub(servers_[2]->address());
   rpc::ReadChunkResponse resp;
   {
     grpc::ClientContext ctx;
