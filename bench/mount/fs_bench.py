@@ -13,6 +13,14 @@ Rows (each measured on both directories; the table shows mount/local):
   small_create_s     3,000 files of 4..256 KiB in 100 class folders: files created per second
   small_read_s       the same files read cold in random order by 2 threads with a CRC check
   meta_<op>_s        2,000 empty files, one thread: create, stat, rename, unlink per second
+  cp_r_files_s       cp -r of a small-file tree like the one above (made once on local disk
+                     beside --local) into the directory: files per second
+  rsync_a_files_s    rsync -a of the same tree into the directory: files per second
+  dataloader_samples_s  one PyTorch epoch over the small-file tree (cold), DataLoader with 2
+                     workers, batch 64, shuffled, each sample the file's bytes: samples per
+                     second (skipped when /usr/bin/python3 has no torch)
+These are the rows of ../shared/BENCHMARKS.md, where the same workloads were measured on local
+ext4, bindfs, MooseFS, CephFS and GlusterFS on this machine kind.
 Random seeds are fixed and printed. Needs fio for the IOPS row (skipped if absent).
 """
 import argparse, json, os, random, shutil, subprocess, sys, threading, time, zlib
@@ -122,6 +130,58 @@ def small_read(files, seed, threads=2):
     return rate
 
 
+def make_source_tree(root, count, seed):
+    """The small-file tree for the ingest rows, on local disk (made once, outside the timing)."""
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+    os.mkdir(root)
+    rng = random.Random(seed)
+    payload = rng.randbytes(256 * 1024)
+    for c in range(100):
+        os.mkdir(os.path.join(root, f"class{c:03d}"))
+    for i in range(count):
+        size = rng.randint(4 * 1024, 256 * 1024)
+        off = rng.randint(0, len(payload) - size)
+        with open(os.path.join(root, f"class{i % 100:03d}", f"img{i:05d}.bin"), "wb") as f:
+            f.write(payload[off:off + size])
+    return count
+
+
+def copy_rate(argv, count):
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, timeout=3600)
+    return count / (time.perf_counter() - t)
+
+
+def dataloader_rate(files, seed):
+    try:
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+    except ImportError:
+        return None
+    paths = [p for p, _ in files]
+
+    class Files(Dataset):
+        def __len__(self):
+            return len(paths)
+
+        def __getitem__(self, i):
+            with open(paths[i], "rb") as f:
+                data = f.read()
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8).float().mean()
+
+    loader = DataLoader(Files(), batch_size=64, shuffle=True, num_workers=2,
+                        generator=torch.Generator().manual_seed(seed))
+    n = 0
+    t = time.perf_counter()
+    for batch in loader:
+        n += len(batch)
+    rate = n / (time.perf_counter() - t)
+    if n != len(paths):
+        raise SystemExit(f"dataloader read {n} samples of {len(paths)}")
+    return rate
+
+
 def metadata(d, count):
     root = os.path.join(d, "meta")
     os.mkdir(root)
@@ -162,6 +222,19 @@ def run(d, args, label):
     res["small_create_s"], files = small_files(d, args.small_files, seed=args.seed)
     drop_caches([p for p, _ in files])
     res["small_read_s"] = small_read(files, seed=args.seed + 1)
+    drop_caches([p for p, _ in files])
+    print(f"[{label}] DataLoader epoch over the small files", file=sys.stderr)
+    rate = dataloader_rate(files, seed=args.seed + 2)
+    if rate is not None:
+        res["dataloader_samples_s"] = rate
+    print(f"[{label}] ingest: cp -r and rsync -a of {args.small_files} small files", file=sys.stderr)
+    res["cp_r_files_s"] = copy_rate(["cp", "-r", args.source, os.path.join(d, "cp_tree")],
+                                    args.small_files)
+    if shutil.which("rsync"):
+        res["rsync_a_files_s"] = copy_rate(
+            ["rsync", "-a", args.source + "/", os.path.join(d, "rsync_tree")], args.small_files)
+    shutil.rmtree(os.path.join(d, "cp_tree"))
+    shutil.rmtree(os.path.join(d, "rsync_tree"), ignore_errors=True)
     print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
     res.update(metadata(d, args.meta_files))
     shutil.rmtree(os.path.join(d, "small"))
@@ -180,6 +253,8 @@ def main():
     ap.add_argument("--seed", type=int, default=20260)
     args = ap.parse_args()
     print(f"seed={args.seed}", file=sys.stderr)
+    args.source = os.path.join(os.path.dirname(os.path.abspath(args.local)), "ingest-source")
+    make_source_tree(args.source, args.small_files, args.seed + 3)
     local = run(args.local, args, "local")
     mount = run(args.mount, args, "mount")
     print(f"{'row':<20}{'mount':>14}{'local':>14}{'mount/local':>13}")
@@ -193,6 +268,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
+    shutil.rmtree(args.source)
 
 
 if __name__ == "__main__":
