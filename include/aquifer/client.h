@@ -223,6 +223,11 @@ class Client {
   // k targets reachable), kInvalidArgument (offset + size overflows), kPermissionDenied (not open
   // for write).
   Result<size_t> Write(OpenFile& file, uint64_t offset_bytes, std::span<const std::byte> data);
+  // Buffers `data` at the file's end as this client knows it (the committed size at open plus
+  // this client's writes; authoritative while it holds the write lease), whatever the handle's
+  // flags: a write of an O_APPEND descriptor whose caller's idea of the size may be stale (a
+  // kernel's cached size after another host appended). Returns bytes accepted. Errors: as Write.
+  Result<size_t> Append(OpenFile& file, std::span<const std::byte> data);
   // Writes all buffered data and commits size and mtime (close-to-open: a later Open anywhere
   // sees it). Called on every close(2) of a descriptor.
   Status Flush(OpenFile& file);

@@ -328,6 +328,10 @@ Result<size_t> Client::Write(OpenFile& file, uint64_t offset_bytes,
   return impl_->Write(file, offset_bytes, data);
 }
 
+Result<size_t> Client::Append(OpenFile& file, std::span<const std::byte> data) {
+  return impl_->Write(file, 0, data, /*append=*/true);
+}
+
 Status Client::Flush(OpenFile& file) {
   if (!file.writable) return OkStatus();
   std::lock_guard lock(file.mu);

@@ -151,7 +151,8 @@ class Client::Impl {
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);
-  Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data);
+  Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data,
+                       bool append = false);
   Status Commit(OpenFile& f, bool sync);  // f.mu held
   Status Truncate(OpenFile& f, uint64_t new_size);  // f.mu held
   Status Release(std::unique_ptr<OpenFile> f);

@@ -233,11 +233,11 @@ Status Client::Impl::FlushBuffers(OpenFile& f, bool sync) {
 }
 
 Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
-                                   std::span<const std::byte> data) {
+                                   std::span<const std::byte> data, bool append) {
   if (!f.writable) return PermissionDenied("file not open for writing");
   std::lock_guard lock(f.mu);
   if (!f.sticky_error.ok()) return f.sticky_error;
-  if (f.flags & O_APPEND) offset = f.size;
+  if (append || (f.flags & O_APPEND)) offset = f.size;
   if (offset + data.size() < offset) return InvalidArgument("offset + size overflows");
   if (data.empty()) return size_t{0};
   const Layout& layout = f.layout;

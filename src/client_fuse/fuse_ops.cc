@@ -397,7 +397,15 @@ void ReplyOpened(fuse_req_t req, SharedFile* sf, const Attributes& attr, fuse_fi
   }
   fi->fh = reinterpret_cast<uint64_t>(sf);
   fi->keep_cache = dec.keep_cache ? 1 : 0;
-  fi->direct_io = 0;  // page cache on: needed for shared writable mmap
+  // Page cache on (needed for shared writable mmap), except for O_APPEND writers: the kernel
+  // places an append at the size it has cached, which is stale when another host appended since
+  // (attributes last up to attr_timeout), so OnWrite appends at the library's end of file
+  // instead, and the page cache must not keep the bytes at the kernel's offset. Not for a
+  // set-id file opened by a non-root user: the kernel clears set-id bits on a write only on the
+  // page-cache path (with direct I/O it leaves that to handle_killpriv_v2, which we do not use).
+  const bool set_id = (attr.mode & S_ISUID) || ((attr.mode & S_ISGID) && (attr.mode & S_IXGRP));
+  const bool append_writer = (fi->flags & O_ACCMODE) != O_RDONLY && (fi->flags & O_APPEND);
+  fi->direct_io = (append_writer && !(set_id && fuse_req_ctx(req)->uid != 0)) ? 1 : 0;
   int rc;
   if (create) {
     fuse_entry_param e = ToEntry(d, attr);
@@ -460,11 +468,15 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
 }
 
+// fi->flags are the writing descriptor's open flags: an O_APPEND descriptor's write goes at the
+// library's end of file, not at the kernel's offset (see ReplyOpened). The kernel drops its
+// cached size after every write, so the next stat asks for the real one.
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
              fuse_file_info* fi) {
-  Result<size_t> n =
-      ClientOf(req).Write(FileOf(fi), static_cast<uint64_t>(off),
-                          std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  const bool append = (fi->flags & O_APPEND) != 0;
+  Result<size_t> n = append ? ClientOf(req).Append(FileOf(fi), bytes)
+                            : ClientOf(req).Write(FileOf(fi), static_cast<uint64_t>(off), bytes);
   if (!n.ok()) return ReplyError(req, n.status(), "write");
   fuse_reply_write(req, *n);
 }

@@ -37,4 +37,15 @@ waiter=$!
 AQ_EXTRA_PIDS+=($waiter)
 exec 7>&-
 wait "$waiter" || aq_fail "A could not open for write after B closed: $(cat "$AQ_SCRATCH/open_a")"
+# Appends alternating between the mounts, each a separate open/append/close: every line lands,
+# in order (a kernel places an append at its cached size, stale after the other mount appended;
+# the mount appends at the library's end of file instead).
+rm -f "$A/log" "$AQ_SCRATCH/log.want"
+for i in $(seq 1 25); do
+  timeout "$T" sh -c "echo a$i >> '$A/log'" || aq_fail "append a$i on A"
+  timeout "$T" sh -c "echo b$i >> '$B/log'" || aq_fail "append b$i on B"
+  printf 'a%s\nb%s\n' "$i" "$i" >>"$AQ_SCRATCH/log.want"
+done
+aq_same "$AQ_SCRATCH/log.want" "$A/log"
+aq_same "$AQ_SCRATCH/log.want" "$B/log"
 echo "PASS two_mounts"
