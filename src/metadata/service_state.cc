@@ -301,6 +301,7 @@ std::string MetadataService::LayoutText(const FileLayout& l) const {
 Result<FileLayout> MetadataService::ParseLayoutText(std::string_view text, const FileLayout& base) {
   FileLayout l = base;
   bool any = false;
+  std::vector<std::string_view> seen;  // keys given so far: each at most once
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
@@ -323,6 +324,11 @@ Result<FileLayout> MetadataService::ParseLayoutText(std::string_view text, const
     if (val.empty() || ec != std::errc() || ptr != val.data() + val.size() || v > UINT32_MAX) {
       return InvalidArgument("layout: bad number for " + std::string(key));
     }
+    const std::string_view canonical = key == "unit_bytes" ? std::string_view("unit") : key;
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) {
+      return InvalidArgument("layout: " + std::string(canonical) + " given twice");
+    }
+    seen.push_back(canonical);
     if (key == "k") {
       l.k = static_cast<uint32_t>(v);
     } else if (key == "m") {
