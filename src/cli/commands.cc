@@ -521,10 +521,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
                              ->default_str(kDefaultClusterRoot);
   CLI::Option* ds = up->add_option("--data-servers", f.data_servers, "data servers (default 6)")
                         ->check(CLI::Range(1, 64));
-  CLI::Option* ok = up->add_option("--k", f.k, "data units per stripe (default 4)")
-                        ->check(CLI::Range(1, 64));
-  CLI::Option* om = up->add_option("--m", f.m, "parity units per stripe (default 2)")
-                        ->check(CLI::Range(0, 16));
+  CLI::Option* ok = up->add_option("--k", f.k, "data units per stripe, 1..16 (default 4)")
+                        ->check(CLI::Range(1, 16));
+  CLI::Option* om = up->add_option("--m", f.m, "parity units per stripe, 1..4 (default 2)")
+                        ->check(CLI::Range(1, 4));
   CLI::Option* ou = up->add_option("--unit-bytes", f.unit_bytes, "stripe unit, bytes (default "
                                                                  "1048576)");
   CLI::Option* omnt = up->add_option("--mount", f.mount, "mount point (default ROOT/mnt)");

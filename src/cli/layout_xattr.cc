@@ -80,16 +80,17 @@ Result<LayoutSpec> ParseLayoutSpec(const std::vector<std::string>& tokens) {
       if (spec.k) return InvalidArgument("k given twice");
       Result<uint64_t> v = ParseNumber(key, value, false);
       if (!v.ok()) return v.status();
-      if (*v < 1 || *v > 64) return InvalidArgument("k=" + value + ": expected 1..64");
+      if (*v < 1 || *v > 16) return InvalidArgument("k=" + value + ": expected 1..16");
       spec.k = static_cast<uint32_t>(*v);
     } else if (key == "m") {
       if (spec.m) return InvalidArgument("m given twice");
       Result<uint64_t> v = ParseNumber(key, value, false);
       if (!v.ok()) return v.status();
-      if (*v < 1 || *v > 16) {
-        return InvalidArgument("m=" + value + ": expected 1..16 (m=0 leaves no parity or copy: "
-                               "one lost server would lose data)");
+      if (*v == 0) {
+        return InvalidArgument("m=0: expected 1..4 (m=0 leaves no parity or copy: one lost "
+                               "server would lose data)");
       }
+      if (*v > 4) return InvalidArgument("m=" + value + ": expected 1..4");
       spec.m = static_cast<uint32_t>(*v);
     } else if (key == "unit" || key == "unit_bytes") {
       if (spec.unit_bytes) return InvalidArgument("unit given twice");

@@ -215,7 +215,9 @@ Status CheckOptions(const UpOptions& o) {
   if (o.data_servers < 1 || o.data_servers > 64) {
     return InvalidArgument("--data-servers must be 1..64");
   }
-  if (o.k < 1 || o.k > 64 || o.m > 16) return InvalidArgument("--k must be 1..64, --m 0..16");
+  if (o.k < 1 || o.k > 16 || o.m < 1 || o.m > 4) {
+    return InvalidArgument("--k must be 1..16 and --m 1..4 (the erasure codec's range)");
+  }
   if (o.unit_bytes < 4096 || o.unit_bytes % 4096 != 0) {
     return InvalidArgument("--unit-bytes must be a multiple of 4096");
   }

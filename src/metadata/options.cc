@@ -42,8 +42,11 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
 }
 
 Status ValidateMetaOptions(const MetaOptions& o) {
-  if (o.k < 1 || o.k > 64) return InvalidArgument("k must be in 1..64");
-  if (o.m > 16) return InvalidArgument("m must be in 0..16");
+  // The erasure codec's range (include/aquifer/erasure.h); a wider layout could be set but no
+  // client could read or write its files.
+  if (o.k < 1 || o.k > 16) return InvalidArgument("k must be in 1..16");
+  if (o.m == 0) return InvalidArgument("m=0 leaves no parity or copy; m must be at least 1");
+  if (o.m > 4) return InvalidArgument("m must be in 1..4");
   if (o.unit_bytes < 4096 || o.unit_bytes % 4096 != 0 || o.unit_bytes > kMaxStripeUnitBytes) {
     return InvalidArgument("unit-bytes must be a multiple of 4096 in 4096..16 MiB");
   }

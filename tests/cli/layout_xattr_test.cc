@@ -40,8 +40,8 @@ TEST(LayoutSpecTest, RejectsBadTokens) {
            {"k4"},                // no '='
            {"k="},                // no value
            {"k=0"},               // k out of range
-           {"k=65"},
-           {"m=17"},
+           {"k=17"},              // past the erasure codec's range
+           {"m=5"},
            {"m=0"},               // no redundancy
            {"k=4", "m=0"},
            {"k=x"},
