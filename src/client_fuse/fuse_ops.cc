@@ -470,11 +470,12 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 
 // fi->flags are the writing descriptor's open flags: an O_APPEND descriptor's write goes at the
 // library's end of file, not at the kernel's offset (see ReplyOpened). The kernel drops its
-// cached size after every write, so the next stat asks for the real one.
+// cached size after every write, so the next stat asks for the real one. A page-cache
+// write-back (mmap) is never an append, whichever descriptor the kernel sends it through.
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
              fuse_file_info* fi) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  const bool append = (fi->flags & O_APPEND) != 0;
+  const bool append = (fi->flags & O_APPEND) != 0 && !fi->writepage;
   Result<size_t> n = append ? ClientOf(req).Append(FileOf(fi), bytes)
                             : ClientOf(req).Write(FileOf(fi), static_cast<uint64_t>(off), bytes);
   if (!n.ok()) return ReplyError(req, n.status(), "write");
