@@ -65,6 +65,8 @@ std::vector<MountEntry> ReadMountInfo() {
 // The addresses HOST resolves to (numeric text), or {} when it does not resolve.
 std::set<std::string> ResolveHost(const std::string& host) {
   std::set<std::string> out;
+  // "localhost" is loopback (RFC 6761 6.3) even where /etc/hosts is missing (a minimal root).
+  if (host == "localhost") out = {"127.0.0.1", "::1"};
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
