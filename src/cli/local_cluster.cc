@@ -49,6 +49,39 @@ class RootLock {
   int fd_;
 };
 
+// A local cluster's record, read while holding ROOT's lock, so no other `aquifer cluster` command
+// changes it between this read and the caller's SaveClusterState.
+struct LockedCluster {
+  std::string root;        // absolute
+  std::string state_path;  // ROOT/cluster.json
+  RootLock lock;
+  ClusterState state;
+};
+
+// Locks ROOT (which must hold a cluster), then loads its record. Errors: LoadClusterState's
+// (kNotFound when ROOT holds no cluster), kInternal when the lock cannot be taken.
+Result<LockedCluster> LockExistingCluster(const std::string& root_arg) {
+  const std::string root = AbsoluteRoot(root_arg);
+  const std::string state_path = ClusterStatePath(root);
+  Result<RootLock> lock = RootLock::Acquire(root);
+  if (!lock.ok()) {
+    Result<ClusterState> probe = LoadClusterState(state_path);  // the clearer error, if any
+    return probe.ok() ? lock.status() : probe.status();
+  }
+  Result<ClusterState> loaded = LoadClusterState(state_path);
+  if (!loaded.ok()) return loaded.status();
+  return LockedCluster{root, state_path, std::move(*lock), std::move(*loaded)};
+}
+
+// kUnavailable unless the cluster's metadata server is running.
+Status RequireMetaRunning(const LockedCluster& c) {
+  if (!c.state.meta.address.empty() && IsProcessAlive(c.state.meta.pid, kMetaExe)) {
+    return OkStatus();
+  }
+  return Unavailable("the metadata server of " + c.root +
+                     " is not running; use `aquifer cluster up --root " + c.root + "`");
+}
+
 std::string PortFile(const ClusterState& s, const std::string& name) {
   return s.root + "/run/" + name + ".port";
 }
@@ -420,13 +453,11 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
 
 Status ClusterDown(const std::string& root_arg, std::chrono::milliseconds grace,
                    std::ostream& out) {
-  const std::string root = AbsoluteRoot(root_arg);
-  const std::string state_path = ClusterStatePath(root);
-  Result<ClusterState> loaded = LoadClusterState(state_path);
-  if (!loaded.ok()) return loaded.status();
-  Result<RootLock> lock = RootLock::Acquire(root);
-  if (!lock.ok()) return lock.status();
-  ClusterState s = std::move(*loaded);
+  Result<LockedCluster> locked = LockExistingCluster(root_arg);
+  if (!locked.ok()) return locked.status();
+  const std::string& root = locked->root;
+  const std::string& state_path = locked->state_path;
+  ClusterState& s = locked->state;
   Status first_error;
   auto note = [&first_error](const Status& st) {
     if (!st.ok() && first_error.ok()) first_error = st;
@@ -488,13 +519,10 @@ Status NoSuchDataServer(int index, const ClusterState& s) {
 
 Status StopDataServer(const std::string& root_arg, int index, bool kill,
                       std::chrono::milliseconds grace, std::ostream& out) {
-  const std::string root = AbsoluteRoot(root_arg);
-  const std::string state_path = ClusterStatePath(root);
-  Result<ClusterState> loaded = LoadClusterState(state_path);
-  if (!loaded.ok()) return loaded.status();
-  Result<RootLock> lock = RootLock::Acquire(root);
-  if (!lock.ok()) return lock.status();
-  ClusterState s = std::move(*loaded);
+  Result<LockedCluster> locked = LockExistingCluster(root_arg);
+  if (!locked.ok()) return locked.status();
+  const std::string& state_path = locked->state_path;
+  ClusterState& s = locked->state;
   if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
     return NoSuchDataServer(index, s);
   }
@@ -514,20 +542,14 @@ Status StopDataServer(const std::string& root_arg, int index, bool kill,
 
 Status StartDataServer(const std::string& root_arg, int index, const std::string& bin_dir,
                        std::chrono::milliseconds timeout, std::ostream& out) {
-  const std::string root = AbsoluteRoot(root_arg);
-  const std::string state_path = ClusterStatePath(root);
-  Result<ClusterState> loaded = LoadClusterState(state_path);
-  if (!loaded.ok()) return loaded.status();
-  Result<RootLock> lock = RootLock::Acquire(root);
-  if (!lock.ok()) return lock.status();
-  ClusterState s = std::move(*loaded);
+  Result<LockedCluster> locked = LockExistingCluster(root_arg);
+  if (!locked.ok()) return locked.status();
+  const std::string& state_path = locked->state_path;
+  ClusterState& s = locked->state;
   if (index < 1 || static_cast<size_t>(index) > s.data_servers.size()) {
     return NoSuchDataServer(index, s);
   }
-  if (s.meta.address.empty() || !IsProcessAlive(s.meta.pid, kMetaExe)) {
-    return Unavailable("the metadata server of " + root +
-                       " is not running; use `aquifer cluster up --root " + root + "`");
-  }
+  AQ_RETURN_IF_ERROR(RequireMetaRunning(*locked));
   DataServerRecord& d = s.data_servers[static_cast<size_t>(index - 1)];
   if (IsProcessAlive(d.pid, kDataExe)) {
     out << "aquifer: data server " << d.failure_domain << " is already running (pid " << d.pid
@@ -559,13 +581,11 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
 
 Status MarkDataServerRemoved(const std::string& root_arg, const std::string& address,
                              std::chrono::milliseconds grace, std::ostream& out) {
-  const std::string root = AbsoluteRoot(root_arg);
-  const std::string state_path = ClusterStatePath(root);
-  Result<ClusterState> loaded = LoadClusterState(state_path);
-  if (!loaded.ok()) return loaded.status();
-  Result<RootLock> lock = RootLock::Acquire(root);
-  if (!lock.ok()) return lock.status();
-  ClusterState s = std::move(*loaded);
+  Result<LockedCluster> locked = LockExistingCluster(root_arg);
+  if (!locked.ok()) return locked.status();
+  const std::string& root = locked->root;
+  const std::string& state_path = locked->state_path;
+  ClusterState& s = locked->state;
   Result<uint16_t> want = PortOf(address);
   for (DataServerRecord& d : s.data_servers) {
     Result<uint16_t> port = PortOf(d.address);
@@ -585,21 +605,16 @@ Status MarkDataServerRemoved(const std::string& root_arg, const std::string& add
 
 Status GrowCluster(const std::string& root_arg, int count, const std::string& bin_dir,
                    std::chrono::milliseconds timeout, std::ostream& out) {
-  const std::string root = AbsoluteRoot(root_arg);
-  const std::string state_path = ClusterStatePath(root);
-  Result<ClusterState> loaded = LoadClusterState(state_path);
-  if (!loaded.ok()) return loaded.status();
-  Result<RootLock> lock = RootLock::Acquire(root);
-  if (!lock.ok()) return lock.status();
-  ClusterState s = std::move(*loaded);
+  Result<LockedCluster> locked = LockExistingCluster(root_arg);
+  if (!locked.ok()) return locked.status();
+  const std::string& root = locked->root;
+  const std::string& state_path = locked->state_path;
+  ClusterState& s = locked->state;
   if (count < 1 || s.data_servers.size() + static_cast<size_t>(count) > 64) {
     return InvalidArgument("--data-servers must be >= 1 and the cluster at most 64 data servers "
                            "(it has " + std::to_string(s.data_servers.size()) + ")");
   }
-  if (s.meta.address.empty() || !IsProcessAlive(s.meta.pid, kMetaExe)) {
-    return Unavailable("the metadata server of " + root +
-                       " is not running; use `aquifer cluster up --root " + root + "`");
-  }
+  AQ_RETURN_IF_ERROR(RequireMetaRunning(*locked));
   Result<std::string> data_bin = FindBinary(kDataExe, bin_dir);
   if (!data_bin.ok()) return data_bin.status();
   const uint64_t capacity = s.data_servers.empty() ? 0 : s.data_servers[0].capacity_bytes;
