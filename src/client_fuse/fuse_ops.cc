@@ -34,22 +34,30 @@ spdlog::logger& Log() {
   return *logger;
 }
 
-// The caller of a request. Supplementary groups cost a read of /proc/PID/status, so only the
-// handlers whose outcome can depend on them (namespace changes, open, setattr, xattr) ask.
+// The caller of a request. Supplementary groups cost a read of /proc/TID/status, so only the
+// handlers whose outcome can depend on them (namespace changes, open, setattr, xattr) ask, and
+// the answer is reused per thread for a second (group_cache.h says why that is safe).
 Caller CallerOf(fuse_req_t req, bool with_groups = false) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   Caller c{.uid = ctx->uid, .gid = ctx->gid, .groups = {}, .pid = static_cast<uint32_t>(ctx->pid)};
-  if (with_groups) {
-    gid_t groups[64];
-    int n = fuse_req_getgroups(req, 64, groups);
-    if (n > 64) {
-      std::vector<gid_t> more(n);
-      n = fuse_req_getgroups(req, n, more.data());
-      if (n > 0) c.groups.assign(more.begin(), more.begin() + std::min<int>(n, more.size()));
-    } else if (n > 0) {
-      c.groups.assign(groups, groups + n);
-    }
+  if (!with_groups) return c;
+  GroupCache& cache = DaemonOf(req).groups;
+  const auto now = GroupCache::Clock::now();
+  if (std::optional<std::vector<uint32_t>> hit = cache.Find(c.pid, c.uid, c.gid, now)) {
+    c.groups = std::move(*hit);
+    return c;
   }
+  gid_t groups[64];
+  int n = fuse_req_getgroups(req, 64, groups);
+  if (n > 64) {
+    std::vector<gid_t> more(n);
+    n = fuse_req_getgroups(req, n, more.data());
+    if (n > 0) c.groups.assign(more.begin(), more.begin() + std::min<int>(n, more.size()));
+  } else if (n > 0) {
+    c.groups.assign(groups, groups + n);
+  }
+  // Only a successful read is remembered (n < 0: the thread exited, or /proc is not mounted).
+  if (n >= 0) cache.Put(c.pid, c.uid, c.gid, c.groups, now);
   return c;
 }
 

@@ -14,10 +14,12 @@
 #include <memory>
 #include <mutex>
 #include <atomic>
+#include <chrono>
 #include <vector>
 #include <unordered_map>
 
 #include "aquifer/client.h"
+#include "client_fuse/group_cache.h"
 #include "client_fuse/inode_table.h"
 #include "client_fuse/mount_options.h"
 
@@ -46,6 +48,9 @@ struct Daemon {
   // Open files by inode. Never held across an RPC.
   std::mutex open_mu;  // guards open_files and the SharedFile fields it says
   std::unordered_map<InodeId, SharedFile*> open_files;
+
+  // Callers' supplementary groups, reused per thread for a second (see group_cache.h).
+  GroupCache groups{std::chrono::seconds(1)};
 };
 
 // The operation table to pass to fuse_session_new, with a Daemon* as userdata.
