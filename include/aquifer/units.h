@@ -17,6 +17,8 @@ inline constexpr uint64_t kMaxSymlinkBytes = 4096;
 inline constexpr uint64_t kMaxStripeUnitBytes = 16 * kMiB;
 // Largest gRPC message any Aquifer service accepts, in bytes.
 inline constexpr uint64_t kMaxRpcMessageBytes = 80 * kMiB;
+// Most closes one ReleaseBatch call may carry (the metadata server refuses more).
+inline constexpr uint64_t kMaxReleaseBatchItems = 1024;
 
 constexpr uint64_t operator""_KiB(unsigned long long v) { return v * kKiB; }
 constexpr uint64_t operator""_MiB(unsigned long long v) { return v * kMiB; }

@@ -72,27 +72,41 @@ Status Client::Impl::Start() {
 }
 
 void Client::Impl::QueueRelease(InodeId inode, bool was_write) {
+  bool wake;
   {
     std::lock_guard lock(release_mu_);
     release_queue_.push_back(PendingRelease{inode, was_write});
+    // Wake the releaser for the first item (it then lingers) and for a full batch; not for
+    // each item in between, which would cost a wake-up per close.
+    wake = release_queue_.size() == 1 || release_queue_.size() == kReleaseBatchItems;
   }
-  release_cv_.notify_one();
+  if (wake) release_cv_.notify_one();
 }
 
 void Client::Impl::ReleaseLoop() {
   std::unique_lock lock(release_mu_);
+  std::vector<client::MetaClient::ReleaseItem> batch;
   for (;;) {
     release_cv_.wait(lock, [this] { return release_stop_ || !release_queue_.empty(); });
     if (release_queue_.empty()) return;  // stopping, and nothing left to send
-    PendingRelease next = release_queue_.front();
-    release_queue_.pop_front();
-    lock.unlock();
-    Status s = WithSession([&](SessionId session) {
-      return meta_->Release(next.inode, session, next.was_write);
+    // Let the closes of a burst (cp -r, a create loop, a DataLoader epoch) gather into one call.
+    release_cv_.wait_for(lock, kReleaseLinger, [this] {
+      return release_stop_ || release_queue_.size() >= kReleaseBatchItems;
     });
-    if (!s.ok()) {
-      Logger("client")->warn("release inode={} failed status={}", next.inode.value(),
-                             s.ToString());
+    batch.clear();
+    while (!release_queue_.empty() && batch.size() < kReleaseBatchItems) {
+      batch.push_back({release_queue_.front().inode, release_queue_.front().was_write});
+      release_queue_.pop_front();
+    }
+    lock.unlock();
+    Result<std::vector<Status>> results = WithSession(
+        [&](SessionId session) { return meta_->ReleaseBatch(session, batch); });
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Status& s = !results.ok() ? results.status() : (*results)[i];
+      if (!s.ok()) {
+        Logger("client")->warn("release inode={} failed status={}", batch[i].inode.value(),
+                               s.ToString());
+      }
     }
     lock.lock();
   }

@@ -136,6 +136,11 @@ class Client::Impl {
   // waits for its commit (close-to-open) but not for the release round trip. Open counts at the
   // metadata server are per session and commutative, so a later open of the same inode need not
   // wait; the lease of a released writer is freed a round trip later. ~Impl drains the queue.
+  // The releaser waits kReleaseLinger after the first queued close, then sends every queued
+  // close (up to kReleaseBatchItems) in one ReleaseBatch call: one round trip per burst instead
+  // of one per close. A released writer's lease is thus freed up to ~5 ms later.
+  static constexpr std::chrono::milliseconds kReleaseLinger{5};
+  static constexpr size_t kReleaseBatchItems = 256;  // <= kMaxReleaseBatchItems
   struct PendingRelease {
     InodeId inode;
     bool was_write = false;

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -292,6 +293,41 @@ class GrpcMetaClient final : public MetaClient {
     return FromRpc(stub_->Release(&ctx, req, &resp), &resp);
   }
 
+  Result<std::vector<Status>> ReleaseBatch(SessionId session,
+                                           std::span<const ReleaseItem> items) override {
+    if (!batch_release_.load(std::memory_order_relaxed)) {
+      return MetaClient::ReleaseBatch(session, items);
+    }
+    pb::ReleaseBatchRequest req;
+    req.set_session(session.value());
+    for (const ReleaseItem& item : items) {
+      pb::ReleaseItem* out = req.add_items();
+      out->set_ino(item.inode.value());
+      out->set_was_write(item.was_write);
+    }
+    pb::ReleaseBatchResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    const grpc::Status transport = stub_->ReleaseBatch(&ctx, req, &resp);
+    if (transport.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      // A metadata server older than ReleaseBatch: one call per item from now on.
+      batch_release_.store(false, std::memory_order_relaxed);
+      return MetaClient::ReleaseBatch(session, items);
+    }
+    Status s = FromRpc(transport, &resp);
+    if (!s.ok()) return s;
+    if (resp.results_size() != static_cast<int>(items.size())) {
+      return Internal("release batch: " + std::to_string(resp.results_size()) + " results for " +
+                      std::to_string(items.size()) + " items");
+    }
+    std::vector<Status> out;
+    out.reserve(items.size());
+    for (const pb::RpcStatus& r : resp.results()) {
+      out.push_back(r.code() == 0 ? OkStatus() : Status(CodeFromInt(r.code()), r.message()));
+    }
+    return out;
+  }
+
   Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
                              Timestamp mtime, uint64_t write_version, bool sync) override {
     pb::CommitRequest req;
@@ -516,6 +552,7 @@ class GrpcMetaClient final : public MetaClient {
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds dir_attr_ttl_;
   std::unique_ptr<pb::MetaService::Stub> stub_;
+  std::atomic<bool> batch_release_{true};  // false once the server said UNIMPLEMENTED
   std::mutex dir_mu_;  // guards dirs_
   std::unordered_map<uint64_t, DirEntryCache> dirs_;
 };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,24 @@ class MetaClient {
   virtual Result<OpenReply> Open(InodeId inode, int flags, SessionId session,
                                  const Caller& c) = 0;
   virtual Status Release(InodeId inode, SessionId session, bool was_write) = 0;
+  // Several closes of one session, applied in order as if by Release each. `items` holds at most
+  // kMaxReleaseBatchItems entries. Returns one status per item, or an error for the whole call
+  // (transport, or more items than allowed). This default sends one Release per item.
+  struct ReleaseItem {
+    InodeId inode;
+    bool was_write = false;
+  };
+  virtual Result<std::vector<Status>> ReleaseBatch(SessionId session,
+                                                   std::span<const ReleaseItem> items) {
+    std::vector<Status> out;
+    out.reserve(items.size());
+    for (const ReleaseItem& item : items) {
+      Status s = Release(item.inode, session, item.was_write);
+      if (s.code() == Code::kUnavailable) return s;  // the server is unreachable: stop
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
   virtual Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
                                      Timestamp mtime, uint64_t write_version, bool sync) = 0;
   virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;

@@ -298,6 +298,22 @@ class ServiceImpl final : public pb::MetaService::Service {
               svc_->Release(InodeId(req->ino()), SessionId(req->session()), req->was_write()));
     return grpc::Status::OK;
   }
+  grpc::Status ReleaseBatch(grpc::ServerContext*, const pb::ReleaseBatchRequest* req,
+                            pb::ReleaseBatchResponse* resp) override {
+    if (req->items_size() > static_cast<int>(kMaxReleaseBatchItems)) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("release batch of " + std::to_string(req->items_size()) +
+                                " items (at most " + std::to_string(kMaxReleaseBatchItems) + ")"));
+      return grpc::Status::OK;
+    }
+    const SessionId session(req->session());
+    for (const pb::ReleaseItem& item : req->items()) {
+      SetStatus(resp->add_results(),
+                svc_->Release(InodeId(item.ino()), session, item.was_write()));
+    }
+    SetStatus(resp->mutable_status(), OkStatus());
+    return grpc::Status::OK;
+  }
   grpc::Status Commit(grpc::ServerContext*, const pb::CommitRequest* req,
                       pb::CommitResponse* resp) override {
     CommitArgs a;

@@ -418,6 +418,12 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.RegisterService(impl->service.get());
+  // As in aquifer-meta: with the default MAX_POLLERS (2) the sync server creates and destroys a
+  // thread for every request that arrives while two handlers run, which is the common case here
+  // (a client writes k+m chunks and reads ahead whole stripes in parallel).
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 8);
   impl->server = builder.BuildAndStart();
   if (!impl->server || port == 0) return Unavailable("cannot listen on " + options.listen);
   impl->address = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);

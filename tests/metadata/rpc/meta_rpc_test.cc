@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "aquifer/status.h"
+#include "aquifer/units.h"
 #include "meta_process.h"
 
 namespace aquifer::meta::testing {
@@ -204,6 +205,61 @@ TEST_F(MetaRpcTest, ExpiredSessionLosesItsWriteLease) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling
   }
   EXPECT_EQ(code, 0);
+}
+
+// ReleaseBatch applies each close as Release would, in order: the writer's lease is freed only
+// when its last write open is released, and an oversized batch is refused whole.
+TEST_F(MetaRpcTest, ReleaseBatchAppliesEachCloseInOrderAndRefusesOversizedBatches) {
+  StartMeta();
+  ASSERT_TRUE(RegisterServers(stub(), 6));
+  const uint64_t s1 = OpenSession();
+  auto f = Create(1, "f", s1, true);
+  ASSERT_EQ(f.status().code(), 0);
+  const uint64_t ino = f.attr().ino();
+  ASSERT_EQ(OpenForWrite(ino, s1), 0);  // s1 now has two write opens
+  const uint64_t s2 = OpenSession();
+  ASSERT_EQ(OpenForWrite(ino, s2), static_cast<int>(Code::kWouldBlock));
+
+  auto release = [&](uint64_t session, int count, uint64_t item_ino) {
+    pb::ReleaseBatchRequest req;
+    req.set_session(session);
+    for (int i = 0; i < count; ++i) {
+      pb::ReleaseItem* item = req.add_items();
+      item->set_ino(item_ino);
+      item->set_was_write(true);
+    }
+    pb::ReleaseBatchResponse resp;
+    EXPECT_TRUE(stub().ReleaseBatch(Ctx().get(), req, &resp).ok());
+    return resp;
+  };
+
+  // More than kMaxReleaseBatchItems: refused, and nothing applied (s1 still holds the lease).
+  pb::ReleaseBatchResponse big = release(s1, static_cast<int>(kMaxReleaseBatchItems) + 1, ino);
+  EXPECT_EQ(big.status().code(), static_cast<int>(Code::kInvalidArgument));
+  EXPECT_EQ(big.results_size(), 0);
+  EXPECT_EQ(OpenForWrite(ino, s2), static_cast<int>(Code::kWouldBlock));
+
+  // One of two write opens released: the lease stays with s1.
+  pb::ReleaseBatchResponse one = release(s1, 1, ino);
+  ASSERT_EQ(one.status().code(), 0);
+  ASSERT_EQ(one.results_size(), 1);
+  EXPECT_EQ(one.results(0).code(), 0);
+  EXPECT_EQ(OpenForWrite(ino, s2), static_cast<int>(Code::kWouldBlock));
+
+  // The last one, batched with a release of an inode that does not exist (a no-op, as in
+  // Release): one result per item, and the lease is free for s2.
+  pb::ReleaseBatchRequest req;
+  req.set_session(s1);
+  req.add_items()->set_ino(ino);
+  req.mutable_items(0)->set_was_write(true);
+  req.add_items()->set_ino(987654321);
+  pb::ReleaseBatchResponse resp;
+  ASSERT_TRUE(stub().ReleaseBatch(Ctx().get(), req, &resp).ok());
+  ASSERT_EQ(resp.status().code(), 0);
+  ASSERT_EQ(resp.results_size(), 2);
+  EXPECT_EQ(resp.results(0).code(), 0);
+  EXPECT_EQ(resp.results(1).code(), 0);
+  EXPECT_EQ(OpenForWrite(ino, s2), 0);
 }
 
 TEST_F(MetaRpcTest, ConfigFileFillsOptionsAndFlagsWin) {
