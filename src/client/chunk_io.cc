@@ -328,10 +328,12 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                                std::span<std::byte> out) {
-  // Ask every copy: the highest version returned is the current one (a copy whose server was
-  // down during the last write holds an older version). A copy whose version equals the
-  // reader's bound (the usual case: the file's data_version) is current at once, since servers
-  // return nothing above the bound: it is used without waiting for the other copies.
+  // The highest version any copy returns is the current one (a copy whose server was down during
+  // the last write holds an older version). A copy whose version equals the reader's bound (the
+  // usual case: the file's data_version) is current at once, since servers return nothing above
+  // the bound. So with a bound, one copy is asked first (chosen by inode and stripe, spreading
+  // readers over the copies); the others only when it fails, is stale, or is slower than
+  // kReplicaHedge. Without a bound every copy is asked at once.
   const auto deadline = Clock::now() + options_.chunk_timeout;
   const uint32_t copies = layout.m + 1;
   struct Gather {
@@ -342,13 +344,13 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   };
   auto gather = std::make_shared<Gather>();
   gather->results.resize(copies);
-  for (uint32_t p = 0; p < copies; ++p) {
+  auto submit = [&](uint32_t p) {
     Result<std::shared_ptr<DataClient>> client = ClientFor(targets[p], map);
     if (!client.ok()) {
       std::lock_guard lock(gather->mu);
       gather->results[p].emplace(client.status());
       ++gather->done;
-      continue;
+      return;
     }
     std::shared_ptr<DataClient> dc = *client;
     ChunkId id{inode, stripe, p};
@@ -365,6 +367,31 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       gather->cv.notify_all();
       return 0;
     });
+  };
+  if (max_version != 0 && copies > 1) {
+    const uint32_t first = static_cast<uint32_t>((inode.value() + stripe) % copies);
+    submit(first);
+    std::unique_lock lock(gather->mu);
+    const bool answered = gather->cv.wait_for(lock, std::min(kReplicaHedge, options_.chunk_timeout),
+                                              [&] { return gather->done > 0; });
+    if (answered) {
+      Result<ChunkData>& r = *gather->results[first];
+      if (r.ok() && r->version == max_version) {
+        ChunkData current = std::move(*r);
+        lock.unlock();
+        const uint64_t n = std::min<uint64_t>(out.size(), current.bytes.size());
+        std::memcpy(out.data(), current.bytes.data(), n);
+        std::memset(out.data() + n, 0, out.size() - n);
+        return OkStatus();
+      }
+    }
+    lock.unlock();
+    hedged_reads_.fetch_add(1);
+    for (uint32_t p = 0; p < copies; ++p) {
+      if (p != first) submit(p);
+    }
+  } else {
+    for (uint32_t p = 0; p < copies; ++p) submit(p);
   }
   auto fill = [&](const ChunkData& chunk) {
     const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
@@ -489,8 +516,9 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     for (const Need& n : needs) {
       if (chunk_len[n.position] > 0) plan.emplace_back(n.position, n.b, n.e);
     }
+    // With a bound, an answer at it is current and whole (see below): probe nothing yet.
     const bool small = ub - ua <= kMaxProbeBytes;
-    for (uint32_t p = width; p-- > 0 && plan.size() < confident;) {
+    for (uint32_t p = width; max_version == 0 && p-- > 0 && plan.size() < confident;) {
       if (chunk_len[p] == 0) continue;
       bool planned = false;
       for (const auto& t : plan) planned |= std::get<0>(t) == p;
@@ -517,7 +545,15 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     for (uint32_t p = 0; p < width; ++p) {
       untried |= chunk_len[p] > 0 && fetches[p].state == Fetch::State::kNotTried;
     }
-    if (answered >= confident || !untried) {
+    // Every needed range came back at the reader's bound: servers return nothing above it, so
+    // that is the newest version, and it was committed, so it is whole. No probe is needed.
+    bool needed_at_bound = max_version != 0 && !needs.empty();
+    for (const Need& n : needs) {
+      const Fetch& f = fetches[n.position];
+      needed_at_bound &= chunk_len[n.position] == 0 ||
+                         (f.Covers(n.b, n.e) && f.version == max_version);
+    }
+    if (answered >= confident || !untried || needed_at_bound) {
       // Never written (a hole, zeros) only when m + 1 positions say so: a written stripe has
       // chunks on >= k positions, so at most m can lack it. Fewer "not found" answers with the
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe

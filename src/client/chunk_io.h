@@ -67,6 +67,10 @@ class ChunkIo {
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
   // past stripe_len, and never-written stripes, read as zeros.
+  // Chunk reads per call, healthy case with max_version != 0 (the file's data_version): a
+  // replicated stripe asks one copy; an erasure-coded one asks only the data positions it
+  // needs. Other positions are asked only when those fail, are stale, or (replicated) are
+  // slower than kReplicaHedge. With max_version == 0 every copy / m + 1 positions are asked.
   // A version of which fewer than k chunks exist after every position answered (a writer that
   // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
   // Errors: kUnavailable when the needed bytes cannot be read or decoded.
@@ -81,6 +85,11 @@ class ChunkIo {
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
+  // Replicated reads whose first copy did not answer current in time, so every copy was asked.
+  uint64_t hedged_reads() const { return hedged_reads_.load(); }
+
+  // How long a replicated read waits for its first copy before asking the others.
+  static constexpr std::chrono::milliseconds kReplicaHedge{100};
 
  private:
   struct Fetch;
@@ -119,6 +128,7 @@ class ChunkIo {
   std::atomic<uint64_t> degraded_reads_{0};
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
+  std::atomic<uint64_t> hedged_reads_{0};
 };
 
 }  // namespace aquifer::client
