@@ -129,11 +129,17 @@ void FlushOpenFilesOf(Daemon& d, InodeId inode) {
   if (!s.ok()) Log().warn("release after time change inode={} status={}", inode.value(), s.ToString());
 }
 
-// Replies with the errno of `status`; one debug line per failure (the caller sees the errno).
+// Replies with the errno of `status`. EIO means data or metadata really could not be reached, so
+// it is logged (warn) with the library's status, which names the inode, stripe or server; other
+// errnos are routine answers (ENOENT, EEXIST, EACCES...) and get one debug line.
 void ReplyError(fuse_req_t req, const Status& status, const char* op) {
   int err = ToErrno(status);
   if (err == 0) err = EIO;  // an OK status never reaches here; be safe anyway
-  SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno={} status={}", op, err, status.ToString());
+  if (err == EIO) {
+    Log().warn("{} failed errno=EIO status={}", op, status.ToString());
+  } else {
+    SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno={} status={}", op, err, status.ToString());
+  }
   fuse_reply_err(req, err);
 }
 

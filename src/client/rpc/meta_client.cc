@@ -1,12 +1,14 @@
 // gRPC implementation of MetaClient. The only file of the client library that sees meta.proto.
 #include "client/rpc/meta_client.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <unordered_map>
 
@@ -86,14 +88,14 @@ class GrpcMetaClient final : public MetaClient {
     req.set_parent(parent.value());
     req.set_name(std::string(name));
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Lookup, req);
+    return AttrCall(&pb::MetaService::Stub::Lookup, req, Retry::kYes);
   }
 
   Result<Attributes> GetAttr(InodeId inode) override {
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     pb::GetAttrRequest req;
     req.set_ino(inode.value());
-    return AttrCall(&pb::MetaService::Stub::GetAttr, req);
+    return AttrCall(&pb::MetaService::Stub::GetAttr, req, Retry::kYes);
   }
 
   Result<Attributes> SetAttr(InodeId inode, const AttrChanges& ch, const Caller& c,
@@ -113,7 +115,7 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     req.set_session(session.value());
     ForgetDir(inode);
-    return AttrCall(&pb::MetaService::Stub::SetAttr, req);
+    return AttrCall(&pb::MetaService::Stub::SetAttr, req, Retry::kNo);
   }
 
   Result<OpenReply> Create(InodeId parent, std::string_view name, uint32_t mode, uint64_t rdev,
@@ -129,9 +131,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     req.set_open_for_write(open_for_write);
     pb::CreateResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Create(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::Create, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     RememberDirs(resp.dir_attrs());
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
@@ -144,7 +144,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_name(std::string(name));
     req.set_mode(mode);
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Mkdir, req);
+    return AttrCall(&pb::MetaService::Stub::Mkdir, req, Retry::kNo);
   }
 
   Result<Attributes> Symlink(InodeId parent, std::string_view name, std::string_view target,
@@ -154,7 +154,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_name(std::string(name));
     req.set_target(std::string(target));
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Symlink, req);
+    return AttrCall(&pb::MetaService::Stub::Symlink, req, Retry::kNo);
   }
 
   Result<Attributes> Link(InodeId inode, InodeId new_parent, std::string_view new_name,
@@ -164,7 +164,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_new_parent(new_parent.value());
     req.set_new_name(std::string(new_name));
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Link, req);
+    return AttrCall(&pb::MetaService::Stub::Link, req, Retry::kNo);
   }
 
   Status Unlink(InodeId parent, std::string_view name, const Caller& c) override {
@@ -184,9 +184,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_flags(flags);
     ToPb(c, req.mutable_caller());
     pb::StatusResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Rename(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::Rename, req, &resp, Retry::kNo), &resp);
     if (s.ok()) RememberDirs(resp.dir_attrs());
     return s;
   }
@@ -195,9 +193,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::ReadlinkRequest req;
     req.set_ino(inode.value());
     pb::ReadlinkResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Readlink(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::Readlink, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
     return std::move(*resp.mutable_target());
   }
@@ -211,9 +207,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_plus(plus);
     ToPb(c, req.mutable_caller());
     pb::ReadDirResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->ReadDir(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::ReadDir, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
     DirPage page;
     page.eof = resp.eof();
@@ -232,7 +226,8 @@ class GrpcMetaClient final : public MetaClient {
 
   Result<std::string> GetXattr(InodeId inode, std::string_view name, const Caller& c) override {
     pb::XattrResponse resp;
-    Status s = XattrCall(&pb::MetaService::Stub::GetXattr, inode, name, "", 0, c, &resp);
+    Status s = XattrCall(&pb::MetaService::Stub::GetXattr, inode, name, "", 0, c, &resp,
+                         Retry::kYes);
     if (!s.ok()) return s;
     return std::move(*resp.mutable_value());
   }
@@ -240,26 +235,26 @@ class GrpcMetaClient final : public MetaClient {
                   const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
-    return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp);
+    return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp,
+                     Retry::kNo);
   }
   Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& c) override {
     pb::XattrResponse resp;
-    Status s = XattrCall(&pb::MetaService::Stub::ListXattr, inode, "", "", 0, c, &resp);
+    Status s = XattrCall(&pb::MetaService::Stub::ListXattr, inode, "", "", 0, c, &resp,
+                         Retry::kYes);
     if (!s.ok()) return s;
     return std::vector<std::string>(resp.names().begin(), resp.names().end());
   }
   Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
-    return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp);
+    return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp, Retry::kNo);
   }
 
   Result<FsStats> StatFs() override {
     pb::StatFsRequest req;
     pb::StatFsResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->StatFs(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::StatFs, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
     FsStats out;
     out.total_bytes = resp.usable_total_bytes() ? resp.usable_total_bytes() : resp.total_bytes();
@@ -275,9 +270,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     ToPb(c, req.mutable_caller());
     pb::OpenResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Open(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::Open, req, &resp, ReadOnlyRetry(flags)), &resp);
     if (!s.ok()) return s;
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
@@ -288,9 +281,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     req.set_was_write(was_write);
     pb::StatusResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    return FromRpc(stub_->Release(&ctx, req, &resp), &resp);
+    return FromRpc(Call(&pb::MetaService::Stub::Release, req, &resp, Retry::kNo), &resp);
   }
 
   Result<std::vector<Status>> ReleaseBatch(SessionId session,
@@ -306,9 +297,8 @@ class GrpcMetaClient final : public MetaClient {
       out->set_was_write(item.was_write);
     }
     pb::ReleaseBatchResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    const grpc::Status transport = stub_->ReleaseBatch(&ctx, req, &resp);
+    const grpc::Status transport =
+        Call(&pb::MetaService::Stub::ReleaseBatch, req, &resp, Retry::kNo);
     if (transport.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       // A metadata server older than ReleaseBatch: one call per item from now on.
       batch_release_.store(false, std::memory_order_relaxed);
@@ -338,9 +328,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_write_version(write_version);
     req.set_sync(sync);
     pb::CommitResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->Commit(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::Commit, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
   }
@@ -349,32 +337,33 @@ class GrpcMetaClient final : public MetaClient {
     pb::OpenSessionRequest req;
     req.set_client_name(std::string(client_name));
     pb::OpenSessionResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    ctx.set_wait_for_ready(true);  // the server may still be starting
-    Status s = FromRpc(stub_->OpenSession(&ctx, req, &resp), &resp);
+    // A duplicate (the first reached the server, its reply was lost) is an unused session that
+    // expires after its lease TTL: harmless to repeat.
+    Status s = FromRpc(Call(&pb::MetaService::Stub::OpenSession, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
   }
 
   Status KeepAlive(SessionId session) override {
-    return SessionCall(&pb::MetaService::Stub::KeepAlive, session);
+    return SessionCall(&pb::MetaService::Stub::KeepAlive, session, Retry::kYes);
   }
   Status CloseSession(SessionId session) override {
-    return SessionCall(&pb::MetaService::Stub::CloseSession, session);
+    return SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kYes);
   }
 
   Status SetLock(InodeId inode, SessionId session, uint64_t owner, const LockRange& range,
                  bool flock) override {
     pb::LockResponse resp;
-    return LockCall(&pb::MetaService::Stub::SetLock, inode, session, owner, range, flock, &resp);
+    return LockCall(&pb::MetaService::Stub::SetLock, inode, session, owner, range, flock, &resp,
+                    Retry::kNo);
   }
 
   Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,
                             const LockRange& range) override {
     pb::LockResponse resp;
     Status s =
-        LockCall(&pb::MetaService::Stub::GetLock, inode, session, owner, range, false, &resp);
+        LockCall(&pb::MetaService::Stub::GetLock, inode, session, owner, range, false, &resp,
+                 Retry::kYes);
     if (!s.ok()) return s;
     return LockRange{static_cast<int>(resp.type()), resp.start(), resp.end(), resp.pid()};
   }
@@ -383,9 +372,7 @@ class GrpcMetaClient final : public MetaClient {
     pb::ClusterMapRequest req;
     req.set_known_version(known_version);
     pb::ClusterMapResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc(stub_->GetClusterMap(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(&pb::MetaService::Stub::GetClusterMap, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
     ClusterMap map;
     map.version = resp.version();
@@ -423,22 +410,48 @@ class GrpcMetaClient final : public MetaClient {
   }
 
  private:
-  // Every metadata call waits (up to the RPC timeout, 15 s by default) for the metadata server to
-  // be reachable instead of failing at once: a restart of aquifer-meta is a pause for
-  // applications, not a burst of EIO.
-  void SetDeadline(grpc::ClientContext* ctx) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
-    ctx->set_wait_for_ready(true);
+  // Whether a call may be sent again after a transport failure (UNAVAILABLE) whose reply was
+  // lost. kYes for reads and for calls whose repetition changes nothing; kNo for namespace and
+  // lock changes, which a repeat after a lost reply would answer wrongly (EEXIST, ENOENT).
+  enum class Retry { kNo, kYes };
+  static Retry ReadOnlyRetry(int flags) {
+    // A read-only open takes no lease; a repeat at worst counts one open twice in a session.
+    return (flags & O_ACCMODE) == O_RDONLY ? Retry::kYes : Retry::kNo;
+  }
+
+  // One metadata call, with the RPC timeout (15 s by default) as its deadline. Every call waits
+  // for the metadata server to be reachable instead of failing at once (wait_for_ready): a
+  // restart of aquifer-meta is a pause for applications, not a burst of EIO. A call that went
+  // out on a connection the old server's death had broken fails with UNAVAILABLE ("Broken
+  // pipe", "Socket closed") although the new server is up; with Retry::kYes it is sent again
+  // (after 10, 20, 40... ms, within the same deadline) on the channel's new connection.
+  template <class Req, class Resp>
+  grpc::Status Call(grpc::Status (pb::MetaService::Stub::*method)(grpc::ClientContext*,
+                                                                    const Req&, Resp*),
+                    const Req& req, Resp* resp, Retry retry) {
+    const auto deadline = std::chrono::system_clock::now() + timeout_;
+    std::chrono::milliseconds backoff(10);
+    for (;;) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      ctx.set_wait_for_ready(true);
+      grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE || retry == Retry::kNo ||
+          std::chrono::system_clock::now() + backoff >= deadline) {
+        return st;
+      }
+      resp->Clear();
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
   }
 
   template <class Req>
   Result<Attributes> AttrCall(grpc::Status (pb::MetaService::Stub::*method)(
                                   grpc::ClientContext*, const Req&, pb::AttrResponse*),
-                              const Req& req) {
+                              const Req& req, Retry retry) {
     pb::AttrResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(method, req, &resp, retry), &resp);
     if (!s.ok()) return s;
     RememberDirs(resp.dir_attrs());
     Attributes attr = FromPb(resp.attr());
@@ -449,14 +462,13 @@ class GrpcMetaClient final : public MetaClient {
   Status Remove(grpc::Status (pb::MetaService::Stub::*method)(
                     grpc::ClientContext*, const pb::RemoveRequest&, pb::RemoveResponse*),
                 InodeId parent, std::string_view name, const Caller& c) {
+    const Retry retry = Retry::kNo;  // a repeat after a lost reply would say ENOENT
     pb::RemoveRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
     ToPb(c, req.mutable_caller());
     pb::RemoveResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    Status s = FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
+    Status s = FromRpc(Call(method, req, &resp, retry), &resp);
     if (s.ok()) RememberDirs(resp.dir_attrs());
     return s;
   }
@@ -508,33 +520,29 @@ class GrpcMetaClient final : public MetaClient {
   Status XattrCall(grpc::Status (pb::MetaService::Stub::*method)(
                        grpc::ClientContext*, const pb::XattrRequest&, pb::XattrResponse*),
                    InodeId inode, std::string_view name, std::string_view value, int flags,
-                   const Caller& c, pb::XattrResponse* resp) {
+                   const Caller& c, pb::XattrResponse* resp, Retry retry) {
     pb::XattrRequest req;
     req.set_ino(inode.value());
     req.set_name(std::string(name));
     req.set_value(std::string(value));
     req.set_flags(static_cast<uint32_t>(flags));
     ToPb(c, req.mutable_caller());
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp);
+    return FromRpc(Call(method, req, resp, retry), resp);
   }
 
   Status SessionCall(grpc::Status (pb::MetaService::Stub::*method)(
                          grpc::ClientContext*, const pb::SessionRequest&, pb::StatusResponse*),
-                     SessionId session) {
+                     SessionId session, Retry retry) {
     pb::SessionRequest req;
     req.set_session(session.value());
     pb::StatusResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, &resp), &resp);
+    return FromRpc(Call(method, req, &resp, retry), &resp);
   }
 
   Status LockCall(grpc::Status (pb::MetaService::Stub::*method)(
                       grpc::ClientContext*, const pb::LockRequest&, pb::LockResponse*),
                   InodeId inode, SessionId session, uint64_t owner, const LockRange& range,
-                  bool flock, pb::LockResponse* resp) {
+                  bool flock, pb::LockResponse* resp, Retry retry) {
     pb::LockRequest req;
     req.set_ino(inode.value());
     req.set_session(session.value());
@@ -544,9 +552,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_end(range.end);
     req.set_pid(range.pid);
     req.set_flock(flock);
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    return FromRpc((stub_.get()->*method)(&ctx, req, resp), resp);
+    return FromRpc(Call(method, req, resp, retry), resp);
   }
 
   std::chrono::milliseconds timeout_;
