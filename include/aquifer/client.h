@@ -218,6 +218,16 @@ class Client {
   // targets of a stripe down, slow or corrupt, decodes from the others (degraded read).
   // Errors: kUnavailable when more than m chunks of a needed stripe cannot be read.
   Result<size_t> Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out);
+  // The same bytes as Read(file, offset_bytes, a buffer of size_bytes), as a view: `bytes` (the
+  // bytes read: short only at end of file) points into memory that `keep` holds alive. When the
+  // range lies inside one stripe of the read cache (sequential reads, after read-ahead) the view
+  // is the cached stripe itself, so the caller (the mount's reply to the kernel) copies the
+  // bytes once instead of twice; otherwise the view owns a buffer Read filled. Errors: as Read.
+  struct ReadView {
+    std::shared_ptr<const void> keep;
+    std::span<const std::byte> bytes;
+  };
+  Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
   // Buffers `data` at `offset_bytes` (ignored with O_APPEND); full stripes are encoded and written
   // as they fill. Returns bytes accepted (all of them). Errors: kNoSpace, kUnavailable (fewer than
   // k targets reachable), kInvalidArgument (offset + size overflows), kPermissionDenied (not open

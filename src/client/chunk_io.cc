@@ -283,7 +283,7 @@ Status ChunkIo::WriteChunks(
 
 Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                            uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                           std::span<std::byte> out) {
+                           std::span<std::byte> out, bool bound_is_committed) {
   // Every byte of `out` is written on success: read bytes, or zeros for holes and the part past
   // stripe_len (the buffers are not zeroed beforehand).
   if (stripe_len == 0 || begin >= stripe_len || out.empty()) {
@@ -305,7 +305,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   if (IsReplicated(layout, stripe_len)) {
     // Any one copy of the highest version is usable: no older version to fall back to.
     return ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                          wanted);
+                          wanted, bound_is_committed);
   }
   // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
   // commit (of another stripe) may make <= data_version. Those chunks can never decode; the
@@ -313,8 +313,9 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   constexpr int kMaxVersionFallbacks = 4;
   for (int fallback = 0;; ++fallback) {
     uint64_t unusable_version = 0;
+    // After a fallback the bound is below the committed version: no longer a hint.
     Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                         wanted, &unusable_version);
+                         wanted, bound_is_committed && fallback == 0, &unusable_version);
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
     Logger("client")->debug(
         "read stripe skips partial version ino={} stripe={} version={} fallback={}",
@@ -327,7 +328,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
 Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                               std::span<std::byte> out) {
+                               std::span<std::byte> out, bool bound_is_committed) {
   // The highest version any copy returns is the current one (a copy whose server was down during
   // the last write holds an older version). A copy whose version equals the reader's bound (the
   // usual case: the file's data_version) is current at once, since servers return nothing above
@@ -368,7 +369,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       return 0;
     });
   };
-  if (max_version != 0 && copies > 1) {
+  if (bound_is_committed && max_version != 0 && copies > 1) {
     const uint32_t first = static_cast<uint32_t>((inode.value() + stripe) % copies);
     submit(first);
     std::unique_lock lock(gather->mu);
@@ -445,7 +446,8 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
 Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           const std::vector<ServerId>& targets, const ClusterMap& map,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                          std::span<std::byte> out, uint64_t* unusable_version) {
+                          std::span<std::byte> out, bool bound_is_committed,
+                          uint64_t* unusable_version) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -510,25 +512,31 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     }
   };
 
-  // Round 1: the needed data ranges, plus probes so that m + 1 positions answer in all.
+  // Probes of untried positions (the whole range if small, else one byte: enough to learn a
+  // version) until m + 1 positions are tried in all.
+  auto add_probes = [&](std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>& plan) {
+    uint32_t tried = 0;
+    for (uint32_t p = 0; p < width; ++p) tried += fetches[p].state != Fetch::State::kNotTried;
+    const bool small = ub - ua <= kMaxProbeBytes;
+    for (uint32_t p = width; p-- > 0 && tried + plan.size() < confident;) {
+      if (chunk_len[p] == 0 || fetches[p].state != Fetch::State::kNotTried) continue;
+      bool planned = false;
+      for (const auto& t : plan) planned |= std::get<0>(t) == p;
+      if (planned) continue;
+      plan.emplace_back(p, ua, small ? ub : ua + 1);
+    }
+  };
+
+  // Round 1: the needed data ranges, plus probes so that m + 1 positions answer in all. When
+  // the bound is the committed version, the needed ranges alone first: answered at the bound,
+  // they are the read (see needed_at_bound below); otherwise the probes follow.
+  bool probed = !bound_is_committed;
   {
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
     for (const Need& n : needs) {
       if (chunk_len[n.position] > 0) plan.emplace_back(n.position, n.b, n.e);
     }
-    // With a bound, an answer at it is current and whole (see below): probe nothing yet.
-    const bool small = ub - ua <= kMaxProbeBytes;
-    for (uint32_t p = width; max_version == 0 && p-- > 0 && plan.size() < confident;) {
-      if (chunk_len[p] == 0) continue;
-      bool planned = false;
-      for (const auto& t : plan) planned |= std::get<0>(t) == p;
-      if (planned) continue;
-      if (small) {
-        plan.emplace_back(p, ua, ub);
-      } else {
-        plan.emplace_back(p, ua, ua + 1);
-      }
-    }
+    if (probed) add_probes(plan);
     fetch_all(plan);
   }
 
@@ -547,11 +555,22 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     }
     // Every needed range came back at the reader's bound: servers return nothing above it, so
     // that is the newest version, and it was committed, so it is whole. No probe is needed.
-    bool needed_at_bound = max_version != 0 && !needs.empty();
+    bool needed_at_bound = bound_is_committed && max_version != 0 && !needs.empty();
     for (const Need& n : needs) {
       const Fetch& f = fetches[n.position];
       needed_at_bound &= chunk_len[n.position] == 0 ||
                          (f.Covers(n.b, n.e) && f.version == max_version);
+    }
+    if (!probed && !needed_at_bound) {
+      // An older version (the last commit did not rewrite this stripe) or a missing chunk: go
+      // on as a read without the hint would have started.
+      probed = true;
+      std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
+      add_probes(plan);
+      if (!plan.empty()) {
+        fetch_all(plan);
+        continue;
+      }
     }
     if (answered >= confident || !untried || needed_at_bound) {
       // Never written (a hole, zeros) only when m + 1 positions say so: a written stripe has

@@ -67,15 +67,18 @@ class ChunkIo {
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
   // past stripe_len, and never-written stripes, read as zeros.
-  // Chunk reads per call, healthy case with max_version != 0 (the file's data_version): a
-  // replicated stripe asks one copy; an erasure-coded one asks only the data positions it
-  // needs. Other positions are asked only when those fail, are stale, or (replicated) are
-  // slower than kReplicaHedge. With max_version == 0 every copy / m + 1 positions are asked.
+  // bound_is_committed: max_version is the file's committed data_version (a reader's bound), so
+  // chunks written by the last commit carry exactly it. Then, healthy case: a replicated stripe
+  // asks one copy; an erasure-coded one asks only the data positions it needs. Other positions
+  // are asked only when those fail, answer an older version, or (replicated) are slower than
+  // kReplicaHedge. Without it (a writer's bound is its unused write version), every copy / m + 1
+  // positions are asked at once.
   // A version of which fewer than k chunks exist after every position answered (a writer that
   // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
   // Errors: kUnavailable when the needed bytes cannot be read or decoded.
   Status ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe, uint64_t stripe_len,
-                    uint64_t max_version, uint64_t begin, std::span<std::byte> out);
+                    uint64_t max_version, uint64_t begin, std::span<std::byte> out,
+                    bool bound_is_committed = false);
 
   // Deletes chunks of `inode` with stripe >= from_stripe and version <= max_version on every
   // up data server (best effort: the metadata server's GC covers the others).
@@ -99,11 +102,11 @@ class ChunkIo {
   Status ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                         const std::vector<ServerId>& targets, const ClusterMap& map,
                         uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                        std::span<std::byte> out);
+                        std::span<std::byte> out, bool bound_is_committed);
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                   std::span<std::byte> out, uint64_t* unusable_version);
+                   std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version);
   // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
   // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
   // *stale when a server answered kStale.

@@ -337,6 +337,20 @@ Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std
   return impl_->Read(file, offset_bytes, out);
 }
 
+Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_bytes,
+                                            uint64_t size_bytes) {
+  ReadView view;
+  Result<bool> cached = impl_->ReadFromCache(file, offset_bytes, size_bytes, &view);
+  if (!cached.ok()) return cached.status();
+  if (*cached) return view;
+  auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
+  Result<size_t> n = impl_->Read(file, offset_bytes, std::span<std::byte>(*buffer));
+  if (!n.ok()) return n.status();
+  view.bytes = std::span<const std::byte>(buffer->data(), *n);
+  view.keep = std::move(buffer);
+  return view;
+}
+
 Result<size_t> Client::Write(OpenFile& file, uint64_t offset_bytes,
                              std::span<const std::byte> data) {
   return impl_->Write(file, offset_bytes, data);

@@ -156,6 +156,10 @@ class Client::Impl {
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);
+  // Sets *view to the cached stripe's bytes for [offset, offset + size) of a read-only handle
+  // when that range is inside one stripe that is cached (or, for a sequential stream, fetched
+  // into the cache now); returns false (and leaves *view) otherwise.
+  Result<bool> ReadFromCache(OpenFile& f, uint64_t offset, uint64_t size, Client::ReadView* view);
   Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data,
                        bool append = false);
   Status Commit(OpenFile& f, bool sync);  // f.mu held

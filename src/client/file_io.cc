@@ -424,7 +424,8 @@ Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, uint64_t strip
   const StripeKey key{f.inode, stripe, version, stripe_len};
   if (StripeBytes hit = cache_->Get(key)) return hit;
   auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills every byte
-  AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, f.layout, stripe, stripe_len, version, 0, *bytes));
+  AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, f.layout, stripe, stripe_len, version, 0, *bytes,
+                                     /*bound_is_committed=*/true));
   StripeBytes result = bytes;
   cache_->Put(key, result);
   return result;
@@ -438,11 +439,59 @@ void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_
   Layout layout = f.layout;
   stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version] {
     auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills it all
-    Status s = io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *bytes);
+    Status s = io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *bytes,
+                               /*bound_is_committed=*/true);
     if (s.ok()) cache_->Put(key, std::move(bytes));
     cache_->EndFetch(key);
     return 0;
   });
+}
+
+Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t size,
+                                         Client::ReadView* view) {
+  if (f.writable || size == 0) return false;  // a writer's reads must see its buffers: Read
+  const Layout& layout = f.layout;
+  const uint64_t sb = layout.stripe_bytes();
+  uint64_t file_size, version;
+  {
+    std::lock_guard lock(f.view_mu);
+    file_size = f.view_size;
+    version = f.view_version;
+  }
+  if (offset >= file_size) return false;
+  const uint64_t n = std::min<uint64_t>(size, file_size - offset);
+  const client::StripeOffset loc = client::LocateStripe(layout, offset);
+  const uint64_t b = loc.offset_in_stripe_bytes;
+  if (b + n > sb) return false;  // spans two stripes: Read copies the pieces
+  const uint64_t stripe_len = client::StripeLength(layout, file_size, loc.stripe);
+  const StripeKey key{f.inode, loc.stripe, version, stripe_len};
+  StripeBytes cached = cache_->Get(key);
+  bool sequential;
+  {
+    // The same stream detection as Read; the state changes only if this call serves the read.
+    std::lock_guard seq(f.seq_mu);
+    const uint64_t run = (offset == f.next_offset && offset != 0) ? f.sequential + 1 : 0;
+    sequential = run > 0 || n >= sb;
+    if (!cached && !sequential) return false;
+    f.sequential = run;
+    f.next_offset = offset + n;
+  }
+  if (!cached) {
+    Result<StripeBytes> fetched = CachedStripe(f, loc.stripe, stripe_len, version);
+    if (!fetched.ok()) return fetched.status();
+    cached = *fetched;
+  }
+  if (b + n > cached->size()) return false;  // not expected: the stripe holds stripe_len bytes
+  view->bytes = std::span<const std::byte>(cached->data() + b, n);
+  view->keep = std::move(cached);
+  if (sequential) {
+    const uint64_t stripes = client::StripeCount(layout, file_size);
+    for (uint64_t s = loc.stripe + 1; s <= loc.stripe + options_.readahead_stripes && s < stripes;
+         ++s) {
+      Prefetch(f, s, client::StripeLength(layout, file_size, s), version);
+    }
+  }
+  return true;
 }
 
 Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::byte> out) {
@@ -513,7 +562,8 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
       if (have < len) std::memset(piece.data() + have, 0, len - have);
     } else {
       AQ_RETURN_IF_ERROR(
-          io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece));
+          io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece,
+                          /*bound_is_committed=*/true));
     }
     done += len;
   }

@@ -474,12 +474,13 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   ReplyOpened(req, sf, o->attr, fi, /*create=*/true);
 }
 
+// The reply is written to the kernel straight from the library's view (a cached stripe during
+// sequential reads), without a copy into a buffer of our own first.
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  std::unique_ptr<std::byte[]> buf(new std::byte[size]);  // uninitialized; Read fills it
-  Result<size_t> n = ClientOf(req).Read(FileOf(fi), static_cast<uint64_t>(off),
-                                        std::span<std::byte>(buf.get(), size));
-  if (!n.ok()) return ReplyError(req, n.status(), "read");
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
+  Result<Client::ReadView> view =
+      ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size);
+  if (!view.ok()) return ReplyError(req, view.status(), "read");
+  fuse_reply_buf(req, reinterpret_cast<const char*>(view->bytes.data()), view->bytes.size());
 }
 
 // fi->flags are the writing descriptor's open flags: an O_APPEND descriptor's write goes at the

@@ -311,6 +311,41 @@ TEST_F(ClusterTest, WriteWithAServerDownThenReadAfterItReturnsGetsNewBytes) {
   ASSERT_OK(reader->Release(std::move(opened->file)));
 }
 
+// ReadShared returns the same bytes as Read: views into the read cache for sequential reads
+// inside one stripe, a copy for reads that span stripes, are random, or run past the end.
+TEST_F(ClusterTest, ReadSharedReturnsTheSameBytesAsReadForEveryPattern) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(13 * kMiB + 12345, 57);  // 3 full stripes and a tail
+  ASSERT_OK(client->WriteFile("/v", blob, kRoot));
+  Result<Attributes> attr = client->Resolve("/v", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> opened = client->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(opened.ok());
+  auto shared = [&](uint64_t at, uint64_t len) -> std::string {
+    Result<Client::ReadView> v = client->ReadShared(*opened->file, at, len);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    if (!v.ok()) return "";
+    return std::string(reinterpret_cast<const char*>(v->bytes.data()), v->bytes.size());
+  };
+  // A sequential stream of 1 MiB reads (cache views), then one of 300 KiB reads (some span
+  // stripe boundaries).
+  for (uint64_t step : {kMiB, uint64_t{300 * kKiB}}) {
+    for (uint64_t at = 0; at < blob.size(); at += step) {
+      const std::string want = blob.substr(at, step);
+      ASSERT_TRUE(shared(at, step) == want) << "step " << step << " at " << at;
+    }
+  }
+  // Random reads, a read past the end, and one straddling the end.
+  for (uint64_t at : {uint64_t{5 * kMiB + 3}, uint64_t{77}, uint64_t{12 * kMiB + 1}}) {
+    ASSERT_TRUE(shared(at, 4096) == blob.substr(at, 4096)) << at;
+  }
+  EXPECT_TRUE(shared(blob.size() + 10, 4096).empty());
+  EXPECT_TRUE(shared(blob.size() - 100, 4096) == blob.substr(blob.size() - 100));
+  ASSERT_OK(client->Release(std::move(opened->file)));
+}
+
 // A replicated read asks one copy first (chosen per inode): across many small files, some pick
 // the restarted server's stale copy first, and must go on to the current copies, never return
 // the old bytes.
