@@ -1,7 +1,12 @@
 // gRPC implementation of DataClient. The only file of the client library that sees data.proto.
 #include "client/rpc/data_client.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include "aquifer/units.h"
 #include "data.grpc.pb.h"
@@ -35,6 +40,29 @@ void ToPb(const ChunkId& id, pb::ChunkKey* key) {
   key->set_position(id.position);
 }
 
+// A WriteChunk request as gRPC slices: every field but `data` serialized by protobuf, then
+// data's tag and length, then the payload itself as a slice over the caller's buffer, which gRPC
+// writes to the socket from where it is (no copy into a protobuf string, none into gRPC's
+// buffers). Protobuf's wire format lets fields come in any order, so the server parses it as a
+// plain WriteChunkRequest. `data` must outlive the call (the call is synchronous).
+grpc::ByteBuffer WriteChunkBuffer(const pb::WriteChunkRequest& head,
+                                  std::span<const std::byte> data) {
+  namespace io = google::protobuf::io;
+  using google::protobuf::internal::WireFormatLite;
+  std::string prefix;
+  head.SerializeToString(&prefix);  // head.data() is empty: proto3 leaves the field out
+  {
+    io::StringOutputStream stream(&prefix);  // appends
+    io::CodedOutputStream out(&stream);
+    out.WriteTag(WireFormatLite::MakeTag(pb::WriteChunkRequest::kDataFieldNumber,
+                                         WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    out.WriteVarint32(static_cast<uint32_t>(data.size()));
+  }
+  grpc::Slice slices[2] = {grpc::Slice(prefix),
+                           grpc::Slice(data.data(), data.size(), grpc::Slice::STATIC_SLICE)};
+  return grpc::ByteBuffer(slices, data.empty() ? 1 : 2);
+}
+
 class GrpcDataClient final : public DataClient {
  public:
   explicit GrpcDataClient(const std::string& address) : address_(address) {
@@ -44,8 +72,9 @@ class GrpcDataClient final : public DataClient {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    stub_ = pb::DataService::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub_ = pb::DataService::NewStub(channel_);
+    generic_ = std::make_unique<grpc::GenericStub>(channel_);
   }
 
   Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
@@ -63,12 +92,35 @@ class GrpcDataClient final : public DataClient {
     p->set_replicated(placement.replicated);
     req.set_version(version);
     req.set_committed_version(committed_version);
-    req.set_data(reinterpret_cast<const char*>(data.data()), data.size());
     req.set_sync(sync);
-    pb::WriteChunkResponse resp;
+    if (data.size() > kMaxRpcMessageBytes) {
+      return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes");
+    }
+    const grpc::ByteBuffer request = WriteChunkBuffer(req, data);
     grpc::ClientContext ctx;
     ctx.set_deadline(ToSystem(deadline));
-    return FromRpc(stub_->WriteChunk(&ctx, req, &resp), &resp, address_);
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+        generic_->PrepareUnaryCall(&ctx, "/aquifer.rpc.DataService/WriteChunk", request, &cq);
+    call->StartCall();
+    grpc::ByteBuffer reply;
+    grpc::Status transport;
+    call->Finish(&reply, &transport, /*tag=*/nullptr);
+    void* tag = nullptr;
+    bool ok = false;
+    const bool got = cq.Next(&tag, &ok);  // the call's only event: it has ended
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    if (!got) transport = grpc::Status(grpc::StatusCode::INTERNAL, "completion queue shut down");
+    pb::WriteChunkResponse resp;
+    if (transport.ok()) {
+      grpc::ProtoBufferReader reader(&reply);
+      if (!resp.ParseFromZeroCopyStream(&reader)) {
+        return Internal("data server " + address_ + ": unparsable WriteChunk reply");
+      }
+    }
+    return FromRpc(transport, &resp, address_);
   }
 
   Result<ChunkData> ReadChunk(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
@@ -102,7 +154,9 @@ class GrpcDataClient final : public DataClient {
 
  private:
   std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::DataService::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> generic_;  // WriteChunk, sent from the caller's buffer
 };
 
 }  // namespace
