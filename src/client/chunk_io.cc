@@ -369,6 +369,11 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       return 0;
     });
   };
+  auto fill = [&](const ChunkData& chunk) {
+    const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
+    std::memcpy(out.data(), chunk.bytes.data(), n);
+    std::memset(out.data() + n, 0, out.size() - n);
+  };
   if (bound_is_committed && max_version != 0 && copies > 1) {
     const uint32_t first = static_cast<uint32_t>((inode.value() + stripe) % copies);
     submit(first);
@@ -380,25 +385,17 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       if (r.ok() && r->version == max_version) {
         ChunkData current = std::move(*r);
         lock.unlock();
-        const uint64_t n = std::min<uint64_t>(out.size(), current.bytes.size());
-        std::memcpy(out.data(), current.bytes.data(), n);
-        std::memset(out.data() + n, 0, out.size() - n);
+        fill(current);
         return OkStatus();
       }
     }
     lock.unlock();
-    hedged_reads_.fetch_add(1);
     for (uint32_t p = 0; p < copies; ++p) {
       if (p != first) submit(p);
     }
   } else {
     for (uint32_t p = 0; p < copies; ++p) submit(p);
   }
-  auto fill = [&](const ChunkData& chunk) {
-    const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
-    std::memcpy(out.data(), chunk.bytes.data(), n);
-    std::memset(out.data() + n, 0, out.size() - n);
-  };
   std::optional<ChunkData> best;
   uint32_t not_found = 0;
   Status last_error;

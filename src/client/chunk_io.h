@@ -88,8 +88,6 @@ class ChunkIo {
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
-  // Replicated reads whose first copy did not answer current in time, so every copy was asked.
-  uint64_t hedged_reads() const { return hedged_reads_.load(); }
 
   // How long a replicated read waits for its first copy before asking the others.
   static constexpr std::chrono::milliseconds kReplicaHedge{100};
@@ -131,7 +129,6 @@ class ChunkIo {
   std::atomic<uint64_t> degraded_reads_{0};
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
-  std::atomic<uint64_t> hedged_reads_{0};
 };
 
 }  // namespace aquifer::client

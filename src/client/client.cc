@@ -75,7 +75,7 @@ void Client::Impl::QueueRelease(InodeId inode, bool was_write) {
   bool wake;
   {
     std::lock_guard lock(release_mu_);
-    release_queue_.push_back(PendingRelease{inode, was_write});
+    release_queue_.push_back({inode, was_write});
     // Wake the releaser for the first item (it then lingers) and for a full batch; not for
     // each item in between, which would cost a wake-up per close.
     wake = release_queue_.size() == 1 || release_queue_.size() == kReleaseBatchItems;
@@ -95,7 +95,7 @@ void Client::Impl::ReleaseLoop() {
     });
     batch.clear();
     while (!release_queue_.empty() && batch.size() < kReleaseBatchItems) {
-      batch.push_back({release_queue_.front().inode, release_queue_.front().was_write});
+      batch.push_back(release_queue_.front());
       release_queue_.pop_front();
     }
     lock.unlock();

@@ -141,13 +141,9 @@ class Client::Impl {
   // of one per close. A released writer's lease is thus freed up to ~5 ms later.
   static constexpr std::chrono::milliseconds kReleaseLinger{5};
   static constexpr size_t kReleaseBatchItems = 256;  // <= kMaxReleaseBatchItems
-  struct PendingRelease {
-    InodeId inode;
-    bool was_write = false;
-  };
   std::mutex release_mu_;  // guards release_queue_, release_stop_
   std::condition_variable release_cv_;
-  std::deque<PendingRelease> release_queue_;
+  std::deque<client::MetaClient::ReleaseItem> release_queue_;
   bool release_stop_ = false;
   std::thread releaser_;
   void ReleaseLoop();
@@ -178,6 +174,9 @@ class Client::Impl {
   Result<client::StripeBytes> CachedStripe(const OpenFile& f, uint64_t stripe,
                                            uint64_t stripe_len, uint64_t version);
   void Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len, uint64_t version);
+  // Prefetches the readahead_stripes stripes after `stripe` (those below the end of a file of
+  // file_size bytes) at `version`, for a sequential stream.
+  void ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size, uint64_t version);
 };
 
 }  // namespace aquifer

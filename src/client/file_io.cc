@@ -447,6 +447,14 @@ void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_
   });
 }
 
+void Client::Impl::ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size,
+                             uint64_t version) {
+  const uint64_t stripes = client::StripeCount(f.layout, file_size);
+  for (uint64_t s = stripe + 1; s <= stripe + options_.readahead_stripes && s < stripes; ++s) {
+    Prefetch(f, s, client::StripeLength(f.layout, file_size, s), version);
+  }
+}
+
 Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t size,
                                          Client::ReadView* view) {
   if (f.writable || size == 0) return false;  // a writer's reads must see its buffers: Read
@@ -484,13 +492,7 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
   if (b + n > cached->size()) return false;  // not expected: the stripe holds stripe_len bytes
   view->bytes = std::span<const std::byte>(cached->data() + b, n);
   view->keep = std::move(cached);
-  if (sequential) {
-    const uint64_t stripes = client::StripeCount(layout, file_size);
-    for (uint64_t s = loc.stripe + 1; s <= loc.stripe + options_.readahead_stripes && s < stripes;
-         ++s) {
-      Prefetch(f, s, client::StripeLength(layout, file_size, s), version);
-    }
-  }
+  if (sequential) ReadAhead(f, loc.stripe, file_size, version);
   return true;
 }
 
@@ -567,13 +569,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     }
     done += len;
   }
-  if (sequential) {
-    const uint64_t stripes = client::StripeCount(layout, size);
-    for (uint64_t s = last_stripe + 1; s <= last_stripe + options_.readahead_stripes && s < stripes;
-         ++s) {
-      Prefetch(f, s, client::StripeLength(layout, size, s), version);
-    }
-  }
+  if (sequential) ReadAhead(f, last_stripe, size, version);
   return static_cast<size_t>(n);
 }
 

@@ -474,27 +474,6 @@ TEST_F(ClusterTest, ClientKeepsWorkingAcrossAMetadataServerRestart) {
   EXPECT_TRUE(*read == after);
 }
 
-// The first calls after a metadata server restart are reads (lookup, getattr, open for read):
-// they went out on the connection the old server's death had broken, failed with "Broken pipe"
-// or "Socket closed", and a mount answered EIO. They must be sent again on the new connection.
-TEST_F(ClusterTest, ReadsRightAfterAMetadataServerRestartSucceed) {
-  StartCluster();
-  auto client = NewClient();
-  ASSERT_TRUE(client);
-  const std::string data = RandomBytes(3 * kMiB, 54);
-  ASSERT_OK(client->WriteFile("/r", data, kRoot));
-  for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(client->Resolve("/r", kRoot).ok());  // the connection is in use just before
-    ASSERT_OK(cluster_->CrashMeta());
-    ASSERT_OK(cluster_->RestartMeta());
-    Result<Attributes> attr = client->Resolve("/r", kRoot);
-    ASSERT_TRUE(attr.ok()) << "round " << round << ": " << attr.status().ToString();
-    Result<std::string> read = client->ReadFile("/r", kRoot);
-    ASSERT_TRUE(read.ok()) << "round " << round << ": " << read.status().ToString();
-    EXPECT_TRUE(*read == data);
-  }
-}
-
 // A writer that crashed mid-stripe left 2 (< k) chunks of its version on stripe 0; another
 // writer then committed a newer version by rewriting only stripe 2, which makes the crashed
 // version <= data_version. Stripe 0 must still read as the last whole version (the servers keep
