@@ -24,6 +24,7 @@
 
 #include "client_fuse/fuse_ops.h"
 #include "common/allocator.h"
+#include "common/lock_checks.h"
 #include "common/logging.h"
 
 namespace aquifer::fuse {
@@ -124,6 +125,7 @@ int Run(int argc, char** argv) {
   opts.mountpoint = real;
   SetupLogging(opts.log_level);
   TuneAllocator();
+  DisableMutexDeadlockDetection();
 
   Daemon daemon;
   daemon.options = opts;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/allocator.h"
+#include "common/lock_checks.h"
 #include "common/logging.h"
 #include "metadata/metadata_service.h"
 #include "metadata/options.h"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   }
   SetupLogging(options->log_level);
   TuneAllocator();
+  DisableMutexDeadlockDetection();
   auto log = Logger("meta");
 
   // Block SIGTERM/SIGINT in every thread; the main thread waits for them with sigwait.

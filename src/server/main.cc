@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/allocator.h"
+#include "common/lock_checks.h"
 #include "common/logging.h"
 #include "server/options.h"
 #include "server/rpc/grpc_data_server.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   }
   aquifer::SetupLogging(options->log_level);
   aquifer::TuneAllocator();
+  aquifer::DisableMutexDeadlockDetection();
   // Block the stop signals in every thread (they inherit this mask); the main thread waits.
   sigset_t stop;
   sigemptyset(&stop);
