@@ -123,8 +123,10 @@ struct ClientOptions {
   // How long a directory's attributes, as the last metadata reply about it gave them (namespace
   // changes return their directories' new attributes), answer GetAttr without a round trip.
   // 0 = always ask. The mount sets attr_timeout / 2, so an answer is at most 1.5 x attr_timeout
-  // old when the kernel's cache of it ends, as with the kernel's own attribute cache.
-  std::chrono::milliseconds dir_attr_ttl{0};
+  // old when the kernel's cache of it ends, as with the kernel's own attribute cache. The same
+  // bound applies to extended attributes known to be absent (the kernel asks for
+  // security.capability before every write(2)); see NewGrpcMetaClient.
+  std::chrono::milliseconds attr_cache_ttl{0};
   std::chrono::milliseconds lease_wait{30000};       // how long an open for write waits for a lease
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
 };

@@ -154,7 +154,7 @@ int Run(int argc, char** argv) {
 
   ClientOptions client_options;
   client_options.meta_address = opts.meta_address;
-  client_options.dir_attr_ttl =
+  client_options.attr_cache_ttl =
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
   char host[256] = "host";
   gethostname(host, sizeof host - 1);

@@ -477,7 +477,7 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
     if (a.open_for_write) return InvalidArgument("create: only regular files open for write");
     auto n = CreateNonFile(a.parent, a.name, mode, a.rdev, {}, caller);
     if (!n.ok()) return n.status();
-    return OpenResult{std::move(*n), 0};
+    return OpenResult{std::move(*n), 0, true};
   }
 
   std::unique_lock lock(mu_);
@@ -516,6 +516,7 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
   txn.Dirty(p);
   txn.PutDentry(a.parent, a.name, d);
   OpenResult out;
+  out.created = true;
   if (a.open_for_write) out.write_version = NextWriteVersion(txn);
   Inode* added = txn.Add(std::move(n));
   AQ_RETURN_IF_ERROR(Apply(txn, false));

@@ -83,6 +83,7 @@ struct CreateArgs {
 struct OpenResult {
   Inode attr;
   uint64_t write_version = 0;  // for opens for write of regular files; > attr.data_version
+  bool created = false;        // Create made this inode (so it has no extended attributes)
 };
 
 struct CommitArgs {

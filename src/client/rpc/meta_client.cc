@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -70,8 +71,8 @@ Attributes FromPb(const pb::Attr& a) {
 class GrpcMetaClient final : public MetaClient {
  public:
   GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds dir_attr_ttl)
-      : timeout_(timeout), dir_attr_ttl_(dir_attr_ttl) {
+                 std::chrono::milliseconds attr_cache_ttl)
+      : timeout_(timeout), attr_cache_ttl_(attr_cache_ttl) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
@@ -131,9 +132,11 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     req.set_open_for_write(open_for_write);
     pb::CreateResponse resp;
+    const uint64_t xattr_epoch = xattr_changes_.load();
     Status s = FromRpc(Call(&pb::MetaService::Stub::Create, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     RememberDirs(resp.dir_attrs());
+    if (resp.created()) RememberNoXattrs(InodeId(resp.attr().ino()), {}, xattr_epoch);
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
 
@@ -225,9 +228,14 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Result<std::string> GetXattr(InodeId inode, std::string_view name, const Caller& c) override {
+    if (KnownAbsentXattr(inode, name)) {
+      return Status(Code::kNoData, "no attribute '" + std::string(name) + "' (cached)");
+    }
+    const uint64_t xattr_epoch = xattr_changes_.load();
     pb::XattrResponse resp;
     Status s = XattrCall(&pb::MetaService::Stub::GetXattr, inode, name, "", 0, c, &resp,
                          Retry::kYes);
+    if (s.code() == Code::kNoData) RememberNoXattrs(inode, name, xattr_epoch);
     if (!s.ok()) return s;
     return std::move(*resp.mutable_value());
   }
@@ -235,20 +243,27 @@ class GrpcMetaClient final : public MetaClient {
                   const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
-    return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp,
-                     Retry::kNo);
+    return ChangingXattrs(inode, [&] {
+      return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp,
+                       Retry::kNo);
+    });
   }
   Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& c) override {
+    const uint64_t xattr_epoch = xattr_changes_.load();
     pb::XattrResponse resp;
     Status s = XattrCall(&pb::MetaService::Stub::ListXattr, inode, "", "", 0, c, &resp,
                          Retry::kYes);
     if (!s.ok()) return s;
+    if (resp.names().empty()) RememberNoXattrs(inode, {}, xattr_epoch);
     return std::vector<std::string>(resp.names().begin(), resp.names().end());
   }
   Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
-    return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp, Retry::kNo);
+    return ChangingXattrs(inode, [&] {
+      return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp,
+                       Retry::kNo);
+    });
   }
 
   Result<FsStats> StatFs() override {
@@ -475,7 +490,7 @@ class GrpcMetaClient final : public MetaClient {
 
   // --- directory attribute cache ---------------------------------------------------------------
   // Directory attributes from replies (GetAttr, Lookup, SetAttr, and the dir_attrs of namespace
-  // changes) answer GetAttr while younger than dir_attr_ttl_ (the mount's attr_timeout: the
+  // changes) answer GetAttr while younger than attr_cache_ttl_ (the mount's attr_timeout: the
   // kernel would have cached them as long, had a local change not invalidated them). A reply
   // replaces an entry only if its ctime is not older, so a slow reply cannot undo a newer one.
   using SteadyClock = std::chrono::steady_clock;
@@ -489,7 +504,7 @@ class GrpcMetaClient final : public MetaClient {
     return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec);
   }
   void RememberDir(const Attributes& attr) {
-    if (dir_attr_ttl_.count() <= 0 || !S_ISDIR(attr.mode)) return;
+    if (attr_cache_ttl_.count() <= 0 || !S_ISDIR(attr.mode)) return;
     std::lock_guard lock(dir_mu_);
     if (dirs_.size() >= kMaxCachedDirs) dirs_.clear();
     auto [it, added] = dirs_.try_emplace(attr.inode.value(), DirEntryCache{attr, SteadyClock::now()});
@@ -501,20 +516,81 @@ class GrpcMetaClient final : public MetaClient {
     for (const pb::Attr& a : attrs) RememberDir(FromPb(a));
   }
   void ForgetDir(InodeId inode) {
-    if (dir_attr_ttl_.count() <= 0) return;
+    if (attr_cache_ttl_.count() <= 0) return;
     std::lock_guard lock(dir_mu_);
     dirs_.erase(inode.value());
   }
   std::optional<Attributes> CachedDir(InodeId inode) {
-    if (dir_attr_ttl_.count() <= 0) return std::nullopt;
+    if (attr_cache_ttl_.count() <= 0) return std::nullopt;
     std::lock_guard lock(dir_mu_);
     auto it = dirs_.find(inode.value());
     if (it == dirs_.end()) return std::nullopt;
-    if (SteadyClock::now() - it->second.at >= dir_attr_ttl_) {
+    if (SteadyClock::now() - it->second.at >= attr_cache_ttl_) {
       dirs_.erase(it);
       return std::nullopt;
     }
     return it->second.attr;
+  }
+
+  // --- extended-attribute absence cache ----------------------------------------------------
+  // The kernel asks for security.capability before every write(2) to a FUSE file (to drop file
+  // capabilities as it drops the setuid bit; FUSE never marks inodes S_NOSEC, so the answer is
+  // not kept): without this cache, one metadata round trip per write. Absences learnt from
+  // replies (ENODATA for a name, an empty ListXattr, a Create that made the inode) answer
+  // GetXattr with kNoData while younger than attr_cache_ttl_, the bound the kernel puts on the
+  // mode bits it checks for the same purpose. Another client's SetXattr is seen once the entry
+  // ages out; this client's SetXattr/RemoveXattr drop the inode's entry before and after the
+  // call, and bump xattr_changes_ so that a reply sent before the change is not remembered.
+  struct XattrAbsence {
+    SteadyClock::time_point at;
+    bool all = false;                // no extended attribute at all
+    std::vector<std::string> names;  // these names are absent
+  };
+  static constexpr size_t kMaxXattrAbsences = 1 << 16;
+  static constexpr size_t kMaxAbsentNamesPerInode = 8;
+
+  // Records that `inode` has no attribute `name` (empty: none at all), unless an xattr change by
+  // this client started since `epoch` was read.
+  void RememberNoXattrs(InodeId inode, std::string_view name, uint64_t epoch) {
+    if (attr_cache_ttl_.count() <= 0) return;
+    std::lock_guard lock(xattr_mu_);
+    if (xattr_changes_.load() != epoch) return;
+    if (absent_xattrs_.size() >= kMaxXattrAbsences) absent_xattrs_.clear();
+    XattrAbsence& a = absent_xattrs_[inode.value()];
+    const auto now = SteadyClock::now();
+    if (now - a.at >= attr_cache_ttl_) a = XattrAbsence{};
+    a.at = now;
+    if (name.empty()) {
+      a.all = true;
+      a.names.clear();
+    } else if (!a.all && a.names.size() < kMaxAbsentNamesPerInode &&
+               std::find(a.names.begin(), a.names.end(), name) == a.names.end()) {
+      a.names.emplace_back(name);
+    }
+  }
+  bool KnownAbsentXattr(InodeId inode, std::string_view name) {
+    if (attr_cache_ttl_.count() <= 0) return false;
+    std::lock_guard lock(xattr_mu_);
+    auto it = absent_xattrs_.find(inode.value());
+    if (it == absent_xattrs_.end()) return false;
+    if (SteadyClock::now() - it->second.at >= attr_cache_ttl_) {
+      absent_xattrs_.erase(it);
+      return false;
+    }
+    const XattrAbsence& a = it->second;
+    return a.all || std::find(a.names.begin(), a.names.end(), name) != a.names.end();
+  }
+  void ForgetXattrAbsences(InodeId inode) {
+    xattr_changes_.fetch_add(1);
+    std::lock_guard lock(xattr_mu_);
+    absent_xattrs_.erase(inode.value());
+  }
+  template <typename Fn>
+  Status ChangingXattrs(InodeId inode, Fn&& call) {
+    ForgetXattrAbsences(inode);
+    Status s = call();
+    ForgetXattrAbsences(inode);  // drops what a GetXattr answered during the call
+    return s;
   }
 
   Status XattrCall(grpc::Status (pb::MetaService::Stub::*method)(
@@ -556,9 +632,12 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   std::chrono::milliseconds timeout_;
-  std::chrono::milliseconds dir_attr_ttl_;
+  std::chrono::milliseconds attr_cache_ttl_;
   std::unique_ptr<pb::MetaService::Stub> stub_;
   std::atomic<bool> batch_release_{true};  // false once the server said UNIMPLEMENTED
+  std::mutex xattr_mu_;  // guards absent_xattrs_
+  std::unordered_map<uint64_t, XattrAbsence> absent_xattrs_;
+  std::atomic<uint64_t> xattr_changes_{0};  // SetXattr/RemoveXattr calls started or ended
   std::mutex dir_mu_;  // guards dirs_
   std::unordered_map<uint64_t, DirEntryCache> dirs_;
 };
@@ -567,8 +646,8 @@ class GrpcMetaClient final : public MetaClient {
 
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
-                                              std::chrono::milliseconds dir_attr_ttl) {
-  return std::make_unique<GrpcMetaClient>(address, timeout, dir_attr_ttl);
+                                              std::chrono::milliseconds attr_cache_ttl) {
+  return std::make_unique<GrpcMetaClient>(address, timeout, attr_cache_ttl);
 }
 
 }  // namespace aquifer::client

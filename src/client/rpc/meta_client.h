@@ -103,13 +103,17 @@ class MetaClient {
 };
 
 // Connects (lazily) to aquifer-meta at `address` ("host:port"); each call has deadline `timeout`.
-// With `dir_attr_ttl` > 0, GetAttr of a directory is answered from the attributes the last
+// With `attr_cache_ttl` > 0, GetAttr of a directory is answered from the attributes the last
 // reply about it carried (a GetAttr/Lookup/SetAttr reply, or the directory attributes the
-// metadata server returns with each namespace change) while they are younger than dir_attr_ttl;
-// SetAttr and SetXattr of an inode drop its entry first. 0 (the default) caches nothing.
+// metadata server returns with each namespace change) while they are younger than attr_cache_ttl;
+// SetAttr and SetXattr of an inode drop its entry first. The same bound keeps what replies
+// said about missing extended attributes (ENODATA for a name, an empty ListXattr, a Create that
+// made the inode): GetXattr of such a name answers kNoData without a round trip while that is
+// younger than attr_cache_ttl; this client's SetXattr/RemoveXattr drop it. 0 (the default)
+// caches nothing.
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
-                                              std::chrono::milliseconds dir_attr_ttl =
+                                              std::chrono::milliseconds attr_cache_ttl =
                                                   std::chrono::milliseconds(0));
 
 }  // namespace aquifer::client

@@ -160,6 +160,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (r.ok()) {
       ToPb(r->attr, resp->mutable_attr());
       resp->set_write_version(r->write_version);
+      resp->set_created(r->created);
     }
     AddDirAttrs(resp, {a.parent});
     return grpc::Status::OK;
