@@ -30,7 +30,7 @@ struct ChunkIo::Fetch {
   uint64_t version = 0;
   uint64_t range_begin = 0;  // requested range inside the chunk
   uint64_t range_end = 0;
-  std::string bytes;         // returned bytes (clipped to the chunk's length)
+  ChunkBytes bytes;          // returned bytes (clipped to the chunk's length)
   bool Covers(uint64_t b, uint64_t e) const {
     return state == State::kOk && range_begin <= b && range_end >= e;
   }
@@ -385,7 +385,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   };
   auto fill = [&](const ChunkData& chunk) {
     const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
-    std::memcpy(out.data(), chunk.bytes.data(), n);
+    chunk.bytes.CopyTo(0, out.subspan(0, n));
     std::memset(out.data() + n, 0, out.size() - n);
   };
   if (bound_is_committed && max_version != 0 && copies > 1) {
@@ -644,7 +644,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
           uint64_t count = 0;
           if (f.bytes.size() > skip) {
             count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
-            std::memcpy(out.data() + at, f.bytes.data() + skip, count);
+            f.bytes.CopyTo(skip, out.subspan(at, count));
           }
           // Past the chunk's stored end (and empty data chunks): zeros.
           std::memset(out.data() + at + count, 0, n.e - n.b - count);
@@ -673,8 +673,8 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
               const Fetch& f = fetches[p];
               const uint64_t skip = ua - f.range_begin;
               if (f.bytes.size() > skip) {
-                std::memcpy(units[p].data(), f.bytes.data() + skip,
-                            std::min<uint64_t>(span_len, f.bytes.size() - skip));
+                f.bytes.CopyTo(skip, units[p].subspan(0, std::min<uint64_t>(
+                                               span_len, f.bytes.size() - skip)));
               }
             }
           }

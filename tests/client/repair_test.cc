@@ -258,7 +258,7 @@ TEST_F(RepairTest, CorruptChunksReadRightAndScrubRepairsThem) {
     Result<client::ChunkData> chunk = dc->ReadChunk(
         ChunkId{v.inode, 0, 0}, 0, 0, 0, Clock::now() + std::chrono::seconds(5));
     ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
-    EXPECT_TRUE(chunk->bytes == v.expected) << "inode " << v.inode.ToString();
+    EXPECT_TRUE(chunk->bytes.ToString() == v.expected) << "inode " << v.inode.ToString();
   }
   auto reader = NewClient();
   ASSERT_TRUE(reader);

@@ -8,6 +8,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "aquifer/units.h"
 #include "data.grpc.pb.h"
 
@@ -63,6 +66,57 @@ grpc::ByteBuffer WriteChunkBuffer(const pb::WriteChunkRequest& head,
   return grpc::ByteBuffer(slices, data.empty() ? 1 : 2);
 }
 
+// A protobuf input stream over byte pieces in order: hands out the pieces themselves.
+class PiecesStream final : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit PiecesStream(const std::vector<std::span<const std::byte>>& pieces) : pieces_(pieces) {}
+  bool Next(const void** data, int* size) override {
+    while (index_ < pieces_.size()) {
+      const std::span<const std::byte> piece = pieces_[index_];
+      if (offset_ < piece.size()) {
+        *data = piece.data() + offset_;
+        *size = static_cast<int>(piece.size() - offset_);
+        last_ = piece.size() - offset_;
+        total_ += last_;
+        ++index_;
+        offset_ = 0;
+        return true;
+      }
+      ++index_;
+      offset_ = 0;
+    }
+    last_ = 0;
+    return false;
+  }
+  void BackUp(int count) override {  // only into the piece Next returned last
+    --index_;
+    offset_ = pieces_[index_].size() - static_cast<uint64_t>(count);
+    total_ -= static_cast<uint64_t>(count);
+    last_ = 0;
+  }
+  bool Skip(int count) override {
+    const void* data = nullptr;
+    int size = 0;
+    while (count > 0) {
+      if (!Next(&data, &size)) return false;
+      if (size > count) {
+        BackUp(size - count);
+        return true;
+      }
+      count -= size;
+    }
+    return true;
+  }
+  int64_t ByteCount() const override { return static_cast<int64_t>(total_); }
+
+ private:
+  const std::vector<std::span<const std::byte>>& pieces_;
+  size_t index_ = 0;    // the piece Next hands out next
+  uint64_t offset_ = 0;  // where in it
+  uint64_t last_ = 0;
+  uint64_t total_ = 0;   // bytes handed out and not backed up
+};
+
 class GrpcDataClient final : public DataClient {
  public:
   explicit GrpcDataClient(const std::string& address) : address_(address) {
@@ -97,22 +151,9 @@ class GrpcDataClient final : public DataClient {
       return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes");
     }
     const grpc::ByteBuffer request = WriteChunkBuffer(req, data);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(ToSystem(deadline));
-    grpc::CompletionQueue cq;
-    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-        generic_->PrepareUnaryCall(&ctx, "/aquifer.rpc.DataService/WriteChunk", request, &cq);
-    call->StartCall();
     grpc::ByteBuffer reply;
-    grpc::Status transport;
-    call->Finish(&reply, &transport, /*tag=*/nullptr);
-    void* tag = nullptr;
-    bool ok = false;
-    const bool got = cq.Next(&tag, &ok);  // the call's only event: it has ended
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
-    if (!got) transport = grpc::Status(grpc::StatusCode::INTERNAL, "completion queue shut down");
+    const grpc::Status transport =
+        GenericCall("/aquifer.rpc.DataService/WriteChunk", request, &reply, deadline);
     pb::WriteChunkResponse resp;
     if (transport.ok()) {
       grpc::ProtoBufferReader reader(&reply);
@@ -131,12 +172,27 @@ class GrpcDataClient final : public DataClient {
     req.set_max_version(max_version);
     req.set_offset(offset_bytes);
     req.set_length(length_bytes);
-    pb::ReadChunkResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(ToSystem(deadline));
-    Status s = FromRpc(stub_->ReadChunk(&ctx, req, &resp), &resp, address_);
-    if (!s.ok()) return s;
-    return ChunkData{resp.version(), resp.chunk_length(), std::move(*resp.mutable_data())};
+    std::string serialized;
+    req.SerializeToString(&serialized);
+    grpc::Slice slice(serialized);
+    const grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    const grpc::Status transport =
+        GenericCall("/aquifer.rpc.DataService/ReadChunk", request, &reply, deadline);
+    if (!transport.ok()) {
+      return Unavailable("data server " + address_ + ": " + transport.error_message());
+    }
+    // The reply's data stays in the slices it arrived in; the caller copies it out once.
+    auto slices = std::make_shared<std::vector<grpc::Slice>>();
+    if (!reply.Dump(slices.get()).ok()) {
+      return Internal("data server " + address_ + ": unreadable ReadChunk reply");
+    }
+    std::vector<std::span<const std::byte>> pieces;
+    pieces.reserve(slices->size());
+    for (const grpc::Slice& piece : *slices) {
+      pieces.emplace_back(reinterpret_cast<const std::byte*>(piece.begin()), piece.size());
+    }
+    return ParseReadChunkReply(std::move(pieces), std::move(slices), address_);
   }
 
   Status DeleteChunks(InodeId inode, uint64_t from_stripe, uint64_t max_version,
@@ -153,6 +209,28 @@ class GrpcDataClient final : public DataClient {
   }
 
  private:
+  // One unary call of `method` through the generic stub (raw bytes both ways), on this thread.
+  grpc::Status GenericCall(const std::string& method, const grpc::ByteBuffer& request,
+                           grpc::ByteBuffer* reply,
+                           std::chrono::steady_clock::time_point deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToSystem(deadline));
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+        generic_->PrepareUnaryCall(&ctx, method, request, &cq);
+    call->StartCall();
+    grpc::Status transport;
+    call->Finish(reply, &transport, /*tag=*/nullptr);
+    void* tag = nullptr;
+    bool ok = false;
+    const bool got = cq.Next(&tag, &ok);  // the call's only event: it has ended
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    if (!got) return grpc::Status(grpc::StatusCode::INTERNAL, "completion queue shut down");
+    return transport;
+  }
+
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::DataService::Stub> stub_;
@@ -160,6 +238,106 @@ class GrpcDataClient final : public DataClient {
 };
 
 }  // namespace
+
+ChunkBytes::ChunkBytes(std::string bytes) {
+  auto owned = std::make_shared<const std::string>(std::move(bytes));
+  size_ = owned->size();
+  if (size_ > 0) pieces_.emplace_back(reinterpret_cast<const std::byte*>(owned->data()), size_);
+  owner_ = std::move(owned);
+}
+
+ChunkBytes::ChunkBytes(std::vector<std::span<const std::byte>> pieces,
+                       std::shared_ptr<const void> owner)
+    : owner_(std::move(owner)), pieces_(std::move(pieces)) {
+  for (const auto& piece : pieces_) size_ += piece.size();
+}
+
+void ChunkBytes::CopyTo(uint64_t offset, std::span<std::byte> dst) const {
+  uint64_t done = 0;
+  for (const auto& piece : pieces_) {
+    if (done == dst.size()) return;
+    if (offset >= piece.size()) {
+      offset -= piece.size();
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(piece.size() - offset, dst.size() - done);
+    std::memcpy(dst.data() + done, piece.data() + offset, n);
+    done += n;
+    offset = 0;
+  }
+}
+
+std::string ChunkBytes::ToString() const {
+  std::string out(size_, '\0');
+  CopyTo(0, std::as_writable_bytes(std::span<char>(out.data(), out.size())));
+  return out;
+}
+
+Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pieces,
+                                      std::shared_ptr<const void> owner,
+                                      const std::string& address) {
+  namespace io = google::protobuf::io;
+  using google::protobuf::internal::WireFormatLite;
+  auto malformed = [&](const std::string& what) {
+    return Internal("data server " + address + ": malformed ReadChunk reply (" + what + ")");
+  };
+  ChunkData out;
+  pb::RpcStatus status;
+  uint64_t data_at = 0, data_len = 0;  // where `data` is in the reply, bytes
+  {
+    PiecesStream stream(pieces);
+    io::CodedInputStream in(&stream);
+    for (;;) {
+      const uint32_t tag = in.ReadTag();
+      if (tag == 0) {
+        if (!in.ConsumedEntireMessage()) return malformed("bad tag");
+        break;
+      }
+      const uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+      const auto type = WireFormatLite::GetTagWireType(tag);
+      const bool delimited = type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+      const bool varint = type == WireFormatLite::WIRETYPE_VARINT;
+      switch (field) {
+        case pb::ReadChunkResponse::kStatusFieldNumber: {
+          uint32_t len = 0;
+          std::string bytes;
+          if (!delimited || !in.ReadVarint32(&len) || !in.ReadString(&bytes, static_cast<int>(len)) ||
+              !status.ParseFromString(bytes)) {
+            return malformed("status");
+          }
+          break;
+        }
+        case pb::ReadChunkResponse::kVersionFieldNumber:
+          if (!varint || !in.ReadVarint64(&out.version)) return malformed("version");
+          break;
+        case pb::ReadChunkResponse::kChunkLengthFieldNumber:
+          if (!varint || !in.ReadVarint64(&out.chunk_length_bytes)) return malformed("chunk_length");
+          break;
+        case pb::ReadChunkResponse::kDataFieldNumber: {
+          uint32_t len = 0;
+          if (!delimited || !in.ReadVarint32(&len)) return malformed("data");
+          data_at = static_cast<uint64_t>(in.CurrentPosition());
+          data_len = len;
+          if (!in.Skip(static_cast<int>(len))) return malformed("data truncated");
+          break;
+        }
+        default:
+          if (!WireFormatLite::SkipField(&in, tag)) return malformed("field " + std::to_string(field));
+      }
+    }
+  }
+  if (status.code() != 0) return Status(CodeFromInt(status.code()), status.message());
+  // The pieces that hold [data_at, data_at + data_len).
+  std::vector<std::span<const std::byte>> data;
+  uint64_t at = 0;
+  for (const auto& piece : pieces) {
+    const uint64_t b = std::max(at, data_at), e = std::min(at + piece.size(), data_at + data_len);
+    if (b < e) data.push_back(piece.subspan(b - at, e - b));
+    at += piece.size();
+  }
+  out.bytes = ChunkBytes(std::move(data), std::move(owner));
+  return out;
+}
 
 std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address) {
   return std::make_unique<GrpcDataClient>(address);

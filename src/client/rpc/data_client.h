@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
@@ -30,11 +31,43 @@ struct ChunkPlacement {
   bool replicated = false;     // true: positions 0..m hold copies; false: erasure coded
 };
 
+// Bytes received from a data server, kept in the buffers they arrived in (gRPC's receive
+// slices) instead of being gathered into one string: copying them out to where they belong is
+// their only copy in the client. Movable and copyable (copies share the buffers); immutable.
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  // One piece that owns `bytes` (tests and in-memory uses).
+  explicit ChunkBytes(std::string bytes);
+  // `pieces`, in order, are the bytes; `owner` keeps their memory alive as long as this object or
+  // a copy of it lives.
+  ChunkBytes(std::vector<std::span<const std::byte>> pieces, std::shared_ptr<const void> owner);
+
+  uint64_t size() const { return size_; }  // bytes
+  // Copies bytes [offset, offset + dst.size()) into `dst`. Requires offset + dst.size() <= size().
+  void CopyTo(uint64_t offset, std::span<std::byte> dst) const;
+  std::string ToString() const;  // all the bytes, copied
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::vector<std::span<const std::byte>> pieces_;
+  uint64_t size_ = 0;
+};
+
 struct ChunkData {
   uint64_t version = 0;
   uint64_t chunk_length_bytes = 0;  // the whole chunk's length
-  std::string bytes;                // the requested range, clipped to the chunk's length
+  ChunkBytes bytes;                 // the requested range, clipped to the chunk's length
 };
+
+// Parses a serialized ReadChunkResponse (proto/data.proto) that arrived as `pieces` (in order,
+// split anywhere) without copying its `data`: the result's bytes point into the pieces and hold
+// `owner`. `address` names the server in errors. Errors: kInternal when the bytes are not a
+// well-formed ReadChunkResponse (truncated, or a known field with the wrong wire type); the
+// server's own status (kNotFound, kCorruption, ...) when it is not OK.
+Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pieces,
+                                      std::shared_ptr<const void> owner,
+                                      const std::string& address);
 
 class DataClient {
  public:
