@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "aquifer/units.h"
@@ -67,6 +68,10 @@ Attributes FromPb(const pb::Attr& a) {
   out.data_version = a.data_version();
   return out;
 }
+
+// What gRPC's synchronous server answers (RESOURCE_EXHAUSTED) when it cannot start a thread for a
+// call; the call was never handed to the service.
+constexpr std::string_view kThreadpoolExhausted = "Server Threadpool Exhausted";
 
 class GrpcMetaClient final : public MetaClient {
  public:
@@ -440,6 +445,9 @@ class GrpcMetaClient final : public MetaClient {
   // out on a connection the old server's death had broken fails with UNAVAILABLE ("Broken
   // pipe", "Socket closed") although the new server is up; with Retry::kYes it is sent again
   // (after 10, 20, 40... ms, within the same deadline) on the channel's new connection.
+  // A call that gRPC's synchronous server refused for want of a thread (RESOURCE_EXHAUSTED with
+  // this message, grpc PR #16356) never reached the service, so it is sent again for every
+  // method, within the same deadline.
   template <class Req, class Resp>
   grpc::Status Call(grpc::Status (pb::MetaService::Stub::*method)(grpc::ClientContext*,
                                                                     const Req&, Resp*),
@@ -451,10 +459,13 @@ class GrpcMetaClient final : public MetaClient {
       ctx.set_deadline(deadline);
       ctx.set_wait_for_ready(true);
       grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE || retry == Retry::kNo ||
-          std::chrono::system_clock::now() + backoff >= deadline) {
-        return st;
-      }
+      // A sync server out of threads refuses a call before any handler runs it: repeating it
+      // is safe for every call, namespace changes included.
+      const bool refused_unrun = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                                 st.error_message() == kThreadpoolExhausted;
+      const bool repeat =
+          refused_unrun || (st.error_code() == grpc::StatusCode::UNAVAILABLE && retry == Retry::kYes);
+      if (!repeat || std::chrono::system_clock::now() + backoff >= deadline) return st;
       resp->Clear();
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));

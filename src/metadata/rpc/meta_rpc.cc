@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "aquifer/units.h"
@@ -560,7 +561,11 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
   // instead of exiting (MAX_POLLERS 2 made the sync server create and destroy a thread per
   // request under load): meta_bench, 1 client thread, creates/s 3.0k -> 5.8k, getattrs/s
   // 7.8k -> 12.8k on this 2-core machine.
-  const int pollers = static_cast<int>(std::max<uint32_t>(2, threads / 2));
+  // Pollers are a part of the thread budget, not all of it: with MAX_POLLERS at half the cap on
+  // each of the 2 queues, idle pollers alone could hold every thread, and a burst of calls that
+  // block on the namespace lock was refused ("Server Threadpool Exhausted", RESOURCE_EXHAUSTED;
+  // seen with 8 processes on 2 mounts and the old cap of 16). Clients repeat such refusals.
+  const int pollers = static_cast<int>(std::clamp<uint32_t>(threads / 8, 2, 8));
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, pollers);

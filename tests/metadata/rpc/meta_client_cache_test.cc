@@ -3,8 +3,11 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -102,6 +105,42 @@ TEST_F(MetaClientCacheTest, WithoutATtlEveryGetXattrAsks) {
   auto other = client::NewGrpcMetaClient(proc_->address(), milliseconds(5000));
   ASSERT_TRUE(other->SetXattr(f, "user.x", "y", 0, caller_).ok());
   EXPECT_EQ(Value(uncached_->GetXattr(f, "user.x", caller_)), "y");
+}
+
+// Not a cache: a metadata server short of threads refuses calls before running them ("Server
+// Threadpool Exhausted"); the client sends them again, namespace changes included, so callers
+// see no error. Before, 4 of 12,000 operations from 8 processes on 2 mounts failed with EIO.
+TEST(MetaClientRefusalTest, CallsRefusedForWantOfServerThreadsAreSentAgain) {
+  const std::string dir = NewScratchDir("client-refused");
+  {
+    MetaProcess meta(AQUIFER_META_BIN, dir, {"--rpc-threads", "5"});
+    ASSERT_TRUE(meta.Start()) << "aquifer-meta did not start";
+    ASSERT_TRUE(RegisterServers(meta.stub(), 6));
+    auto client = client::NewGrpcMetaClient(meta.address(), milliseconds(20000));
+    constexpr int kThreads = 8, kFilesEach = 150;
+    std::atomic<int> failures{0};
+    std::string first_error;
+    std::mutex error_mu;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        Caller caller;
+        for (int i = 0; i < kFilesEach; ++i) {
+          const std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+          auto made = client->Create(kRootInode, name, S_IFREG | 0644, 0, true, caller,
+                                     SessionId(0), false);
+          Status s = made.ok() ? client->Lookup(kRootInode, name, caller).status() : made.status();
+          if (!s.ok() && failures.fetch_add(1) == 0) {
+            std::lock_guard lock(error_mu);
+            first_error = s.ToString();
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0) << "first error: " << first_error;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
