@@ -99,7 +99,9 @@ void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> 
       store_.get(), peers_.get(), get_map, [this] { return server_id(); },
       [this](InodeId ino) { return link_->GetInode(ino); },
       ScrubOptions{uint64_t{options_.scrub_rate_mib} * kMiB,
-                   std::chrono::seconds(options_.scrub_interval_s)});
+                   std::chrono::seconds(options_.scrub_interval_s),
+                   std::max(std::chrono::milliseconds(options_.backfill_delay_ms),
+                            std::chrono::milliseconds(1))});
   scrubber_->Start();
   scrubber_for_reads_ = scrubber_.get();
   thread_ = std::thread([this] { MembershipLoop(); });

@@ -25,7 +25,8 @@ Scrubber::Scrubber(ChunkStore* store, PeerLink* peers,
       get_map_(std::move(get_map)),
       self_(std::move(self)),
       get_inode_(std::move(get_inode)),
-      options_(options) {}
+      options_(options),
+      backfill_retry_(options.backfill_retry) {}
 
 Scrubber::~Scrubber() { Stop(); }
 
@@ -115,7 +116,7 @@ void Scrubber::Loop() {
       if (run_backfill) backfill_requested_ = false;
     }
     DrainQueue();
-    bool backfilled = true;
+    BackfillResult backfilled = BackfillResult::kDone;
     if (run_pass) {
       next_pass = Clock::now() + options_.interval;
       backfilled = Pass();
@@ -123,10 +124,23 @@ void Scrubber::Loop() {
       Throttle throttle(options_.rate_bytes_per_s);
       backfilled = Backfill(throttle);
     }
-    if (run_backfill) {
+    if (run_pass || run_backfill) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (backfilled) {
+      if (backfilled == BackfillResult::kDone) {
         backfill_attempts_ = 0;
+        backfill_retry_ = options_.backfill_retry;
+      } else if (backfilled == BackfillResult::kIncomplete) {
+        // A peer was unreachable or meta could not answer: chunks may still be missing here,
+        // and nothing else would write them before the next scrub pass. Try again, backing off.
+        if (!backfill_requested_) {
+          backfill_requested_ = true;
+          backfill_at_ = Clock::now() + backfill_retry_;
+          Logger("data")->info("backfill incomplete; next attempt in {} ms",
+                               backfill_retry_.count());
+          backfill_retry_ = std::min(backfill_retry_ * 2, kMaxBackfillRetry);
+        }
+      } else if (!run_backfill) {
+        // A scrub pass whose backfill found this server not up: the next scrub pass retries.
       } else if (!backfill_requested_ && ++backfill_attempts_ < 30) {
         // The map does not show this server up yet (meta marks it up on a heartbeat): retry.
         backfill_requested_ = true;
@@ -207,7 +221,7 @@ Status Scrubber::Repair(const ChunkId& id, uint64_t version, const ChunkPlacemen
   return store_->Write(id, version, /*committed_version=*/0, *data, /*sync=*/true, p);
 }
 
-bool Scrubber::Pass() {
+Scrubber::BackfillResult Scrubber::Pass() {
   auto log = Logger("data");
   const auto start = std::chrono::steady_clock::now();
   Throttle throttle(options_.rate_bytes_per_s);
@@ -221,8 +235,8 @@ bool Scrubber::Pass() {
       after = e.id;
       if (e.placement.known()) pgs.insert({e.placement.pg_width, e.placement.pg_index});
       const auto wait = throttle.Charge(e.length_bytes);
-      if (!Sleep(wait)) return true;
-      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return true;
+      if (!Sleep(wait)) return BackfillResult::kDone;  // stopping
+      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return BackfillResult::kDone;  // stopping
       DrainQueue();
     }
     if (page.empty()) break;
@@ -248,7 +262,7 @@ bool Scrubber::Pass() {
         stale += fixed;  // unrebuildable ones are torn, uncommitted writes: not defects here
         stale_repaired += fixed;
         if (!s.ok()) {
-          if (!Sleep(std::chrono::nanoseconds(0))) return true;
+          if (!Sleep(std::chrono::nanoseconds(0))) return BackfillResult::kDone;  // stopping
           log->warn("scrub stale check pg={}/{} position={} failed: {}", width, index, pos,
                     s.ToString());
         }
@@ -256,7 +270,7 @@ bool Scrubber::Pass() {
     }
   }
   // Chunks this server has no version of at all (written degraded while it was down).
-  const bool backfilled = Backfill(throttle);
+  const BackfillResult backfilled = Backfill(throttle);
   ScrubCounters now;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -273,22 +287,23 @@ bool Scrubber::Pass() {
   return backfilled;
 }
 
-bool Scrubber::Backfill(Throttle& throttle) {
+Scrubber::BackfillResult Scrubber::Backfill(Throttle& throttle) {
   auto log = Logger("data");
   const auto start = std::chrono::steady_clock::now();
   const ServerId self = self_();
-  if (self.value() == 0) return false;
+  if (self.value() == 0) return BackfillResult::kNotUp;
   Result<ClusterView> map = get_map_();
   if (!map.ok()) {
     log->info("backfill: cannot get the cluster map: {}", map.status().ToString());
-    return false;
+    return BackfillResult::kNotUp;
   }
   const PeerInfo* me = map->Server(self);
-  if (me == nullptr || !me->up) return false;
+  if (me == nullptr || !me->up) return BackfillResult::kNotUp;
   auto sleep = [this](std::chrono::nanoseconds d) { return Sleep(d); };
   // One GetAttr per inode per pass. Not found: deleted (its chunks await GC: never rebuild
   // them); meta unreachable: skipped this pass.
   std::map<uint64_t, std::optional<InodeFacts>> inodes;
+  uint64_t inodes_unknown = 0;  // files meta could not tell us about this pass
   auto keep = [&](const ChunkId& id, const ChunkPlacement& p) {
     auto it = inodes.find(id.inode.value());
     if (it == inodes.end()) {
@@ -297,6 +312,7 @@ bool Scrubber::Backfill(Throttle& throttle) {
       if (!f.ok() && f.status().code() != Code::kNotFound) {
         log->warn("backfill: cannot get ino={} from meta, skipping it this pass: {}",
                   id.inode.value(), f.status().ToString());
+        ++inodes_unknown;
       }
       it = inodes.emplace(id.inode.value(),
                           f.ok() ? std::optional<InodeFacts>(*f) : std::nullopt).first;
@@ -315,7 +331,7 @@ bool Scrubber::Backfill(Throttle& throttle) {
       const PgTargets& pg = table[index];
       for (uint32_t pos = 0; pos < pg.targets.size(); ++pos) {
         if (pg.targets[pos] != self) continue;
-        if (!Sleep(std::chrono::nanoseconds(0))) return true;
+        if (!Sleep(std::chrono::nanoseconds(0))) return BackfillResult::kDone;  // stopping
         ++positions;
         PgSyncTask task;
         task.pg_width = width;
@@ -329,7 +345,7 @@ bool Scrubber::Backfill(Throttle& throttle) {
         bytes += st.bytes_done;
         skipped += st.skipped;
         if (!s.ok()) {
-          if (!Sleep(std::chrono::nanoseconds(0))) return true;
+          if (!Sleep(std::chrono::nanoseconds(0))) return BackfillResult::kDone;  // stopping
           ++failed;
           log->warn("backfill pg={}/{} position={} failed: {}", width, index, pos, s.ToString());
         }
@@ -343,10 +359,10 @@ bool Scrubber::Backfill(Throttle& throttle) {
     ++counters_.backfill_passes;
   }
   log->info("backfill done chunks={} bytes={} pg_positions={} failed={} skipped_stripes={} "
-            "inodes_checked={} seconds={:.2f}",
-            chunks, bytes, positions, failed, skipped, inodes.size(),
+            "inodes_checked={} inodes_unknown={} seconds={:.2f}",
+            chunks, bytes, positions, failed, skipped, inodes.size(), inodes_unknown,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return true;
+  return failed > 0 || inodes_unknown > 0 ? BackfillResult::kIncomplete : BackfillResult::kDone;
 }
 
 }  // namespace aquifer::server

@@ -27,7 +27,13 @@ struct ScrubOptions {
   uint64_t rate_bytes_per_s = 20 * 1024 * 1024;  // chunk bytes read per second; 0 = unlimited
   std::chrono::seconds interval{3600};           // from one pass's start to the next; 0 = no
                                                  // periodic passes (queued repairs still run)
+  // A backfill pass that left work undone (a PG position whose peers could not all be listed, a
+  // file whose size meta could not say) runs again this long after it ends, then after twice as
+  // long each time it is still incomplete, up to kMaxBackfillRetry; a complete pass resets it.
+  std::chrono::milliseconds backfill_retry{3000};
 };
+
+inline constexpr std::chrono::milliseconds kMaxBackfillRetry{300000};  // 5 minutes
 
 // Totals since the data server started.
 struct ScrubCounters {
@@ -70,8 +76,14 @@ class Scrubber {
 
  private:
   void Loop();
-  // Returns false when its backfill found this server not up in the map.
-  bool Pass();
+  // What a backfill pass got done.
+  enum class BackfillResult {
+    kNotUp,       // the map does not show this server up (or cannot be fetched): nothing done
+    kIncomplete,  // some PG positions failed or some files were skipped: run again later
+    kDone,        // every PG position this server holds was brought up to date
+  };
+  // A scrub pass; ends with a backfill pass, whose result it returns.
+  BackfillResult Pass();
   // Reads `id` at `version` whole; on corruption counts it and repairs it. Returns false when
   // stopping.
   bool Check(const ChunkId& id, uint64_t version, const ChunkPlacement& placement,
@@ -80,9 +92,8 @@ class Scrubber {
   void DrainQueue();
   // The backfill pass: per PG position this server holds in the map, rebuilds the stripes the
   // others hold and this server has no version of, unless meta says the file is gone or the
-  // stripe is past its size. Returns false when the map does not show this server up (or
-  // cannot be fetched): nothing was done.
-  bool Backfill(Throttle& throttle);
+  // stripe is past its size.
+  BackfillResult Backfill(Throttle& throttle);
   // Waits up to d unless stopping; false when stopping.
   bool Sleep(std::chrono::nanoseconds d);
 
@@ -101,6 +112,7 @@ class Scrubber {
   bool backfill_requested_ = false;
   std::chrono::steady_clock::time_point backfill_at_;
   int backfill_attempts_ = 0;
+  std::chrono::milliseconds backfill_retry_;  // delay before re-running an incomplete backfill
   uint64_t backfill_gen_ = 0;  // bumped by RequestBackfill: wakes the loop to re-arm its timer  // of the requested backfill, while the map shows this server down
   std::deque<std::pair<ChunkId, uint64_t>> queue_;
   std::set<std::pair<ChunkId, uint64_t>> queued_;

@@ -452,5 +452,27 @@ TEST_F(RepairTest, BackfillRebuildsChunksMissedWhileDownButNotOfDeletedOrTruncat
   EXPECT_EQ(servers_[6]->core().scrub_counters().chunks_backfilled, 4u);
 }
 
+TEST_F(RepairTest, BackfillThatCouldNotListAPeerRunsAgainUntilItCompletes) {
+  // Server 6 (position 5 of PG 0) misses a stripe written while it was down. When it comes back,
+  // server 3 is dead but the map still shows it up (meta has not noticed yet), so listing PG 0
+  // fails and the first backfill pass is incomplete. Before, nothing retried until the next
+  // scrub pass (hourly): the chunk stayed missing, one failure short of loss.
+  Stop(6);
+  const auto full = WriteStripe(0, 600, 0, 9, RandomBytes(4 * kUnit, 90));
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    meta_.sizes = {{600, 4 * kUnit}};
+    meta_.down.erase(6);
+  }
+  servers_.erase(3);  // dead, but still up in the map
+  Start(6);
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().backfill_passes >= 1; }));
+  EXPECT_EQ(servers_[6]->core().scrub_counters().chunks_backfilled, 0u);
+  Start(3);
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().chunks_backfilled == 1; }));
+  EXPECT_GE(servers_[6]->core().scrub_counters().backfill_passes, 2u);
+  EXPECT_EQ(ReadLocal(6, {InodeId(600), 0, 5}, 9), full[5]);
+}
+
 }  // namespace
 }  // namespace aquifer::server
