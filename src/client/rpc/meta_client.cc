@@ -563,7 +563,7 @@ class GrpcMetaClient final : public MetaClient {
   // Records that `inode` has no attribute `name` (empty: none at all), unless an xattr change by
   // this client started since `epoch` was read.
   void RememberNoXattrs(InodeId inode, std::string_view name, uint64_t epoch) {
-    if (attr_cache_ttl_.count() <= 0) return;
+    if (attr_cache_ttl_.count() <= 0 || IsVirtualXattr(name)) return;
     std::lock_guard lock(xattr_mu_);
     if (xattr_changes_.load() != epoch) return;
     if (absent_xattrs_.size() >= kMaxXattrAbsences) absent_xattrs_.clear();
@@ -579,8 +579,11 @@ class GrpcMetaClient final : public MetaClient {
       a.names.emplace_back(name);
     }
   }
+  // Names in the "aquifer." namespace are virtual (aquifer.layout: computed by the metadata
+  // server from the inode, never stored, never listed): always asked for.
+  static bool IsVirtualXattr(std::string_view name) { return name.starts_with("aquifer."); }
   bool KnownAbsentXattr(InodeId inode, std::string_view name) {
-    if (attr_cache_ttl_.count() <= 0) return false;
+    if (attr_cache_ttl_.count() <= 0 || IsVirtualXattr(name)) return false;
     std::lock_guard lock(xattr_mu_);
     auto it = absent_xattrs_.find(inode.value());
     if (it == absent_xattrs_.end()) return false;

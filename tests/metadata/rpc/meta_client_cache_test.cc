@@ -64,6 +64,18 @@ TEST_F(MetaClientCacheTest, AFileThisClientCreatedAnswersMissingXattrsWithoutAsk
   EXPECT_EQ(Value(cached_->GetXattr(f, "user.tag", caller_)), "v");
 }
 
+TEST_F(MetaClientCacheTest, TheVirtualLayoutXattrIsAlwaysAskedFor) {
+  // A new file has no stored attributes, but aquifer.layout is computed by the server.
+  const InodeId f = CreateWith(*cached_, "f");
+  auto layout = cached_->GetXattr(f, "aquifer.layout", caller_);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_NE(layout->find("k="), std::string::npos) << *layout;
+  auto names = cached_->ListXattr(f, caller_);  // empty: aquifer.layout is never listed
+  ASSERT_TRUE(names.ok());
+  EXPECT_TRUE(names->empty());
+  EXPECT_TRUE(cached_->GetXattr(f, "aquifer.layout", caller_).ok());
+}
+
 TEST_F(MetaClientCacheTest, ThisClientsOwnXattrChangesAreSeenAtOnce) {
   const InodeId f = CreateWith(*cached_, "f");
   ASSERT_EQ(cached_->GetXattr(f, "user.a", caller_).status().code(), Code::kNoData);
