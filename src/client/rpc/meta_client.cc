@@ -563,7 +563,7 @@ class GrpcMetaClient final : public MetaClient {
   // Records that `inode` has no attribute `name` (empty: none at all), unless an xattr change by
   // this client started since `epoch` was read.
   void RememberNoXattrs(InodeId inode, std::string_view name, uint64_t epoch) {
-    if (attr_cache_ttl_.count() <= 0 || IsVirtualXattr(name)) return;
+    if (attr_cache_ttl_.count() <= 0 || (!name.empty() && !AbsenceCacheable(name))) return;
     std::lock_guard lock(xattr_mu_);
     if (xattr_changes_.load() != epoch) return;
     if (absent_xattrs_.size() >= kMaxXattrAbsences) absent_xattrs_.clear();
@@ -579,11 +579,15 @@ class GrpcMetaClient final : public MetaClient {
       a.names.emplace_back(name);
     }
   }
-  // Names in the "aquifer." namespace are virtual (aquifer.layout: computed by the metadata
-  // server from the inode, never stored, never listed): always asked for.
-  static bool IsVirtualXattr(std::string_view name) { return name.starts_with("aquifer."); }
+  // Only user.* and security.* absences are kept: whether they exist does not depend on who
+  // asks (the kernel checks user.* read access itself). trusted.* exist only for root (another
+  // caller is told ENODATA), and aquifer.layout is virtual (computed by the metadata server,
+  // never stored or listed): those are always asked for.
+  static bool AbsenceCacheable(std::string_view name) {
+    return name.starts_with("user.") || name.starts_with("security.");
+  }
   bool KnownAbsentXattr(InodeId inode, std::string_view name) {
-    if (attr_cache_ttl_.count() <= 0 || IsVirtualXattr(name)) return false;
+    if (attr_cache_ttl_.count() <= 0 || !AbsenceCacheable(name)) return false;
     std::lock_guard lock(xattr_mu_);
     auto it = absent_xattrs_.find(inode.value());
     if (it == absent_xattrs_.end()) return false;

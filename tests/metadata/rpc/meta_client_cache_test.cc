@@ -76,6 +76,20 @@ TEST_F(MetaClientCacheTest, TheVirtualLayoutXattrIsAlwaysAskedFor) {
   EXPECT_TRUE(cached_->GetXattr(f, "aquifer.layout", caller_).ok());
 }
 
+TEST_F(MetaClientCacheTest, WhatOneCallerCannotSeeIsNotRememberedForAnother) {
+  // trusted.* exist for root only: a non-root caller is told ENODATA, root must still see it.
+  const InodeId t = CreateWith(*uncached_, "t");
+  ASSERT_TRUE(uncached_->SetXattr(t, "trusted.k", "root-only", 0, caller_).ok());
+  Caller user;
+  user.uid = 1000;
+  user.gid = 1000;
+  EXPECT_EQ(cached_->GetXattr(t, "trusted.k", user).status().code(), Code::kNoData);
+  auto names = cached_->ListXattr(t, user);  // empty for this caller
+  ASSERT_TRUE(names.ok());
+  EXPECT_TRUE(names->empty());
+  EXPECT_EQ(Value(cached_->GetXattr(t, "trusted.k", caller_)), "root-only");
+}
+
 TEST_F(MetaClientCacheTest, ThisClientsOwnXattrChangesAreSeenAtOnce) {
   const InodeId f = CreateWith(*cached_, "f");
   ASSERT_EQ(cached_->GetXattr(f, "user.a", caller_).status().code(), Code::kNoData);
