@@ -76,8 +76,7 @@ class PiecesStream final : public google::protobuf::io::ZeroCopyInputStream {
       if (offset_ < piece.size()) {
         *data = piece.data() + offset_;
         *size = static_cast<int>(piece.size() - offset_);
-        last_ = piece.size() - offset_;
-        total_ += last_;
+        total_ += piece.size() - offset_;
         ++index_;
         offset_ = 0;
         return true;
@@ -85,14 +84,12 @@ class PiecesStream final : public google::protobuf::io::ZeroCopyInputStream {
       ++index_;
       offset_ = 0;
     }
-    last_ = 0;
     return false;
   }
   void BackUp(int count) override {  // only into the piece Next returned last
     --index_;
     offset_ = pieces_[index_].size() - static_cast<uint64_t>(count);
     total_ -= static_cast<uint64_t>(count);
-    last_ = 0;
   }
   bool Skip(int count) override {
     const void* data = nullptr;
@@ -113,7 +110,6 @@ class PiecesStream final : public google::protobuf::io::ZeroCopyInputStream {
   const std::vector<std::span<const std::byte>>& pieces_;
   size_t index_ = 0;    // the piece Next hands out next
   uint64_t offset_ = 0;  // where in it
-  uint64_t last_ = 0;
   uint64_t total_ = 0;   // bytes handed out and not backed up
 };
 
@@ -301,8 +297,8 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
         case pb::ReadChunkResponse::kStatusFieldNumber: {
           uint32_t len = 0;
           std::string bytes;
-          if (!delimited || !in.ReadVarint32(&len) || !in.ReadString(&bytes, static_cast<int>(len)) ||
-              !status.ParseFromString(bytes)) {
+          if (!delimited || !in.ReadVarint32(&len) ||
+              !in.ReadString(&bytes, static_cast<int>(len)) || !status.ParseFromString(bytes)) {
             return malformed("status");
           }
           break;
@@ -311,7 +307,9 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
           if (!varint || !in.ReadVarint64(&out.version)) return malformed("version");
           break;
         case pb::ReadChunkResponse::kChunkLengthFieldNumber:
-          if (!varint || !in.ReadVarint64(&out.chunk_length_bytes)) return malformed("chunk_length");
+          if (!varint || !in.ReadVarint64(&out.chunk_length_bytes)) {
+            return malformed("chunk_length");
+          }
           break;
         case pb::ReadChunkResponse::kDataFieldNumber: {
           uint32_t len = 0;
@@ -322,7 +320,9 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
           break;
         }
         default:
-          if (!WireFormatLite::SkipField(&in, tag)) return malformed("field " + std::to_string(field));
+          if (!WireFormatLite::SkipField(&in, tag)) {
+            return malformed("field " + std::to_string(field));
+          }
       }
     }
   }

@@ -463,8 +463,9 @@ class GrpcMetaClient final : public MetaClient {
       // is safe for every call, namespace changes included.
       const bool refused_unrun = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                  st.error_message() == kThreadpoolExhausted;
-      const bool repeat =
-          refused_unrun || (st.error_code() == grpc::StatusCode::UNAVAILABLE && retry == Retry::kYes);
+      const bool lost_connection =
+          st.error_code() == grpc::StatusCode::UNAVAILABLE && retry == Retry::kYes;
+      const bool repeat = refused_unrun || lost_connection;
       if (!repeat || std::chrono::system_clock::now() + backoff >= deadline) return st;
       resp->Clear();
       std::this_thread::sleep_for(backoff);

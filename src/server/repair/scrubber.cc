@@ -236,7 +236,9 @@ Scrubber::BackfillResult Scrubber::Pass() {
       if (e.placement.known()) pgs.insert({e.placement.pg_width, e.placement.pg_index});
       const auto wait = throttle.Charge(e.length_bytes);
       if (!Sleep(wait)) return BackfillResult::kDone;  // stopping
-      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) return BackfillResult::kDone;  // stopping
+      if (!Check(e.id, e.version, e.placement, /*from_queue=*/false)) {
+        return BackfillResult::kDone;  // stopping
+      }
       DrainQueue();
     }
     if (page.empty()) break;

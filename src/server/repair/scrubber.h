@@ -69,7 +69,9 @@ class Scrubber {
   void RequestPass();
   // Runs a backfill pass alone (no CRC walk) `delay` from now (the earliest request wins), once
   // the cluster map shows this server up; while it does not, retries every 2 s for up to a
-  // minute. Called after (re)registration with aquifer-meta. See docs/repair.md "Backfill".
+  // minute. A pass left incomplete (a peer not listed, a file meta could not size) runs again
+  // after ScrubOptions::backfill_retry, doubling up to kMaxBackfillRetry. Called after
+  // (re)registration with aquifer-meta. See docs/repair.md "Backfill".
   void RequestBackfill(std::chrono::milliseconds delay);
 
   ScrubCounters counters() const;

@@ -118,7 +118,9 @@ TEST(ReadReplyTest, TruncatedRepliesAreRefused) {
   const size_t data_end = wire.size() - tail.SerializeAsString().size();
   const size_t data_begin = data_end - data.size();
   for (size_t len = 0; len < wire.size(); ++len) {
-    Result<ChunkData> r = Parse(wire.substr(0, len), len > 2 ? std::vector<size_t>{len / 2} : std::vector<size_t>{});
+    const std::vector<size_t> cuts =
+        len > 2 ? std::vector<size_t>{len / 2} : std::vector<size_t>{};
+    Result<ChunkData> r = Parse(wire.substr(0, len), cuts);
     if (len > data_begin && len < data_end) {
       EXPECT_EQ(r.status().code(), Code::kInternal) << "cut at " << len;
     }
