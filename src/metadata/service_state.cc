@@ -420,6 +420,10 @@ enum class XattrNs { kUser, kTrusted, kSecurity };
 Result<XattrNs> XattrNamespace(std::string_view name) {
   if (name.empty()) return InvalidArgument("empty xattr name");
   if (name.size() > kMaxNameBytes) return Status(Code::kRange, "xattr name over 255 bytes");
+  // A namespace prefix alone names nothing (the kernel's own handlers answer EINVAL).
+  if (name == "user." || name == "trusted." || name == "security.") {
+    return InvalidArgument("xattr name is only a namespace: " + std::string(name));
+  }
   if (name.starts_with("user.")) return XattrNs::kUser;
   if (name.starts_with("trusted.")) return XattrNs::kTrusted;
   if (name.starts_with("security.")) return XattrNs::kSecurity;
