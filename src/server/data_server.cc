@@ -100,6 +100,8 @@ void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> 
       [this](InodeId ino) { return link_->GetInode(ino); },
       ScrubOptions{uint64_t{options_.scrub_rate_mib} * kMiB,
                    std::chrono::seconds(options_.scrub_interval_s),
+                   // the retry of an incomplete backfill starts at the backfill delay (at
+                   // least 1 ms, so that doubling it backs off)
                    std::max(std::chrono::milliseconds(options_.backfill_delay_ms),
                             std::chrono::milliseconds(1))});
   scrubber_->Start();

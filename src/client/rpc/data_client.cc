@@ -2,6 +2,7 @@
 #include "client/rpc/data_client.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "aquifer/units.h"
 #include "data.grpc.pb.h"
@@ -65,53 +67,6 @@ grpc::ByteBuffer WriteChunkBuffer(const pb::WriteChunkRequest& head,
                            grpc::Slice(data.data(), data.size(), grpc::Slice::STATIC_SLICE)};
   return grpc::ByteBuffer(slices, data.empty() ? 1 : 2);
 }
-
-// A protobuf input stream over byte pieces in order: hands out the pieces themselves.
-class PiecesStream final : public google::protobuf::io::ZeroCopyInputStream {
- public:
-  explicit PiecesStream(const std::vector<std::span<const std::byte>>& pieces) : pieces_(pieces) {}
-  bool Next(const void** data, int* size) override {
-    while (index_ < pieces_.size()) {
-      const std::span<const std::byte> piece = pieces_[index_];
-      if (offset_ < piece.size()) {
-        *data = piece.data() + offset_;
-        *size = static_cast<int>(piece.size() - offset_);
-        total_ += piece.size() - offset_;
-        ++index_;
-        offset_ = 0;
-        return true;
-      }
-      ++index_;
-      offset_ = 0;
-    }
-    return false;
-  }
-  void BackUp(int count) override {  // only into the piece Next returned last
-    --index_;
-    offset_ = pieces_[index_].size() - static_cast<uint64_t>(count);
-    total_ -= static_cast<uint64_t>(count);
-  }
-  bool Skip(int count) override {
-    const void* data = nullptr;
-    int size = 0;
-    while (count > 0) {
-      if (!Next(&data, &size)) return false;
-      if (size > count) {
-        BackUp(size - count);
-        return true;
-      }
-      count -= size;
-    }
-    return true;
-  }
-  int64_t ByteCount() const override { return static_cast<int64_t>(total_); }
-
- private:
-  const std::vector<std::span<const std::byte>>& pieces_;
-  size_t index_ = 0;    // the piece Next hands out next
-  uint64_t offset_ = 0;  // where in it
-  uint64_t total_ = 0;   // bytes handed out and not backed up
-};
 
 class GrpcDataClient final : public DataClient {
  public:
@@ -281,7 +236,13 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
   pb::RpcStatus status;
   uint64_t data_at = 0, data_len = 0;  // where `data` is in the reply, bytes
   {
-    PiecesStream stream(pieces);
+    // Protobuf's own streams over the pieces: one array stream each, read as one sequence.
+    std::deque<io::ArrayInputStream> arrays;  // not movable: a deque keeps them in place
+    std::vector<io::ZeroCopyInputStream*> streams;
+    for (const auto& piece : pieces) {
+      streams.push_back(&arrays.emplace_back(piece.data(), static_cast<int>(piece.size())));
+    }
+    io::ConcatenatingInputStream stream(streams.data(), static_cast<int>(streams.size()));
     io::CodedInputStream in(&stream);
     for (;;) {
       const uint32_t tag = in.ReadTag();

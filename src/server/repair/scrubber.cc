@@ -139,15 +139,16 @@ void Scrubber::Loop() {
                                backfill_retry_.count());
           backfill_retry_ = std::min(backfill_retry_ * 2, kMaxBackfillRetry);
         }
-      } else if (!run_backfill) {
-        // A scrub pass whose backfill found this server not up: the next scrub pass retries.
-      } else if (!backfill_requested_ && ++backfill_attempts_ < 30) {
-        // The map does not show this server up yet (meta marks it up on a heartbeat): retry.
-        backfill_requested_ = true;
-        backfill_at_ = Clock::now() + std::chrono::seconds(2);
-      } else if (!backfill_requested_) {
-        Logger("data")->warn("backfill: the cluster map never showed this server up; the next "
-                             "scrub pass will backfill");
+      } else if (run_backfill && !backfill_requested_) {
+        // kNotUp: the map does not show this server up yet (meta marks it up on a heartbeat).
+        // (Found by a scrub pass instead, the next scrub pass retries.)
+        if (++backfill_attempts_ < 30) {
+          backfill_requested_ = true;
+          backfill_at_ = Clock::now() + std::chrono::seconds(2);
+        } else {
+          Logger("data")->warn("backfill: the cluster map never showed this server up; the next "
+                               "scrub pass will backfill");
+        }
       }
     }
   }

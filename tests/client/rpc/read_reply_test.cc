@@ -125,7 +125,9 @@ TEST(ReadReplyTest, TruncatedRepliesAreRefused) {
       EXPECT_EQ(r.status().code(), Code::kInternal) << "cut at " << len;
     }
     // Wherever it is cut, what parses never claims more bytes than arrived.
-    if (r.ok()) EXPECT_LE(r->bytes.size(), len);
+    if (r.ok()) {
+      EXPECT_LE(r->bytes.size(), len);
+    }
   }
 }
 
@@ -148,7 +150,6 @@ TEST(ReadReplyTest, RandomBytesNeverCrashAndNeverOverrun) {
     Result<ChunkData> r = Parse(wire, cuts);
     if (r.ok()) {
       EXPECT_LE(r->bytes.size(), wire.size());
-      EXPECT_EQ(r->bytes.ToString().size(), r->bytes.size());
     }
   }
 }
