@@ -230,6 +230,9 @@ class Client {
     std::span<const std::byte> bytes;
   };
   Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
+  // Bytes of stripes the read cache holds now (at most options.read_cache_bytes). A sequential
+  // reader keeps only a window of about readahead_stripes + 2 stripes of its file there.
+  uint64_t ReadCacheBytes() const;
   // Buffers `data` at `offset_bytes` (ignored with O_APPEND); full stripes are encoded and written
   // as they fill. Returns bytes accepted (all of them). Errors: kNoSpace, kUnavailable (fewer than
   // k targets reachable), kInvalidArgument (offset + size overflows), kPermissionDenied (not open

@@ -303,6 +303,8 @@ Status Client::RemoveXattr(InodeId inode, std::string_view name, const Caller& c
 
 Result<FsStats> Client::StatFs() { return impl_->meta_->StatFs(); }
 
+uint64_t Client::ReadCacheBytes() const { return impl_->cache_->used_bytes(); }
+
 // --- files ---------------------------------------------------------------------------------
 
 Result<Client::Opened> Client::Open(InodeId inode, int flags, const Caller& caller) {

@@ -175,7 +175,9 @@ class Client::Impl {
                                            uint64_t stripe_len, uint64_t version);
   void Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len, uint64_t version);
   // Prefetches the readahead_stripes stripes after `stripe` (those below the end of a file of
-  // file_size bytes) at `version`, for a sequential stream.
+  // file_size bytes) at `version`, for a sequential stream, and drops the stripe two behind
+  // `stripe` from the cache: the stream has passed it (reads still in flight may reach back one
+  // stripe), and the kernel's page cache keeps what it read.
   void ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size, uint64_t version);
 };
 

@@ -449,6 +449,10 @@ void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_
 
 void Client::Impl::ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size,
                              uint64_t version) {
+  // A stream's stripes would otherwise fill the whole cache once (read_cache_bytes of freshly
+  // touched memory: on a VM, the costliest part of a cold sequential read) and push out the
+  // small files' stripes that random readers come back to.
+  if (stripe >= 2) cache_->Invalidate(f.inode, stripe - 2);
   const uint64_t stripes = client::StripeCount(f.layout, file_size);
   for (uint64_t s = stripe + 1; s <= stripe + options_.readahead_stripes && s < stripes; ++s) {
     Prefetch(f, s, client::StripeLength(f.layout, file_size, s), version);

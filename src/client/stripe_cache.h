@@ -88,6 +88,12 @@ class StripeCache {
     }
   }
 
+  // Bytes of the stripes held now.
+  uint64_t used_bytes() {
+    std::lock_guard lock(mu_);
+    return used_bytes_;
+  }
+
   // Marks `key` as being fetched; returns false when a fetch is already in flight.
   bool BeginFetch(const StripeKey& key) {
     std::lock_guard lock(mu_);

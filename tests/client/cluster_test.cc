@@ -346,6 +346,35 @@ TEST_F(ClusterTest, ReadSharedReturnsTheSameBytesAsReadForEveryPattern) {
   ASSERT_OK(client->Release(std::move(opened->file)));
 }
 
+// A sequential reader leaves only a window of its stripes in the read cache: the stripes it has
+// passed are dropped (read-ahead of a large file used to fill the whole cache once, all of it
+// freshly touched memory, and to push out the stripes of small files).
+TEST_F(ClusterTest, SequentialReaderKeepsOnlyAWindowOfStripesInTheReadCache) {
+  StartCluster();
+  ClientOptions options;
+  options.read_cache_bytes = 256 * kMiB;
+  auto client = NewClient(options);
+  ASSERT_TRUE(client);
+  const uint64_t stripe = 4 * kMiB;  // the default layout: k = 4 units of 1 MiB
+  const std::string blob = RandomBytes(12 * stripe, 58);
+  ASSERT_OK(client->WriteFile("/seq", blob, kRoot));
+  Result<Attributes> attr = client->Resolve("/seq", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> opened = client->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(opened.ok());
+  uint64_t most = 0;
+  for (uint64_t at = 0; at < blob.size(); at += kMiB) {
+    Result<std::string> got = ReadAt(*client, *opened->file, at, kMiB);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(*got == blob.substr(at, kMiB)) << "at " << at;
+    most = std::max(most, client->ReadCacheBytes());
+  }
+  ASSERT_OK(client->Release(std::move(opened->file)));
+  const uint64_t window = (ClientOptions{}.readahead_stripes + 2) * stripe;
+  EXPECT_GT(most, 0u);
+  EXPECT_LE(most, window) << "the cache held " << most / kMiB << " MiB of a 48 MiB stream";
+}
+
 // A replicated read asks one copy first (chosen per inode): across many small files, some pick
 // the restarted server's stale copy first, and must go on to the current copies, never return
 // the old bytes.
