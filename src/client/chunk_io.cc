@@ -479,6 +479,10 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
   auto fetch_all = [&](const std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>& plan) {
     const auto deadline = Clock::now() + options_.chunk_timeout;
     std::vector<std::pair<uint32_t, std::future<Result<ChunkData>>>> futures;
+    // As with writes, the first chunk read runs on the caller (a deferred task, run by the first
+    // get() below, after the others went to the pool): a read needing one chunk, such as a small
+    // random read, costs no hand-off to a pool thread and back.
+    bool inline_taken = false;
     for (const auto& [p, b, e] : plan) {
       fetches[p].range_begin = b;
       fetches[p].range_end = e;
@@ -491,9 +495,12 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       ChunkId id{inode, stripe, p};
       const uint64_t offset = b, length = e - b;
       chunk_rpcs_.fetch_add(1);
-      futures.emplace_back(p, pool_.Submit([dc, id, max_version, offset, length, deadline] {
+      auto read = [dc, id, max_version, offset, length, deadline] {
         return dc->ReadChunk(id, max_version, offset, length, deadline);
-      }));
+      };
+      futures.emplace_back(p, inline_taken ? pool_.Submit(std::move(read))
+                                           : std::async(std::launch::deferred, std::move(read)));
+      inline_taken = true;
     }
     for (auto& [p, f] : futures) {
       Result<ChunkData> r = f.get();
