@@ -13,7 +13,7 @@ build_pkgs=(
   libisal-dev libspdlog-dev librocksdb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev
-  fio sqlite3 rsync procps psmisc util-linux python3 curl
+  fio sqlite3 rsync bindfs procps psmisc util-linux python3 curl
 )
 data_pkgs=(python3-torch python3-pil python3-numpy dataset-fashion-mnist linux-source-6.1 xz-utils)
 pkgs=("${build_pkgs[@]}")

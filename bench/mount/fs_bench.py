@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """File-system benchmark through an Aquifer mount and, in the same run, a local directory.
 
-Usage: fs_bench.py --mount DIR --local DIR [--json FILE] [--seq-mib 256] [--small-files 3000]
-                   [--meta-files 2000]
+Usage: fs_bench.py --mount DIR --local DIR [--bindfs DIR] [--json FILE] [--seq-mib 256]
+                   [--small-files 3000] [--meta-files 2000]
 
-Rows (each measured on both directories; the table shows mount/local):
+With --bindfs (a bindfs mount of a local directory: FUSE with no network and no erasure coding),
+a third column shows what the kernel's FUSE round trips alone cost on this machine.
+
+Rows (each measured on every directory; the table shows mount/local, bindfs/local, mount/bindfs):
   seq_write_mib_s    one 256 MiB file, 1 MiB writes, final fsync included
   seq_read_mib_s     the same file read cold (echo 3 > /proc/sys/vm/drop_caches when allowed,
                      else a fresh open after the page cache was dropped with fadvise), every
@@ -246,6 +249,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mount", required=True)
     ap.add_argument("--local", required=True)
+    ap.add_argument("--bindfs", help="a bindfs mount of a local directory: a third column")
     ap.add_argument("--json")
     ap.add_argument("--seq-mib", type=int, default=256)
     ap.add_argument("--small-files", type=int, default=3000)
@@ -256,14 +260,24 @@ def main():
     args.source = os.path.join(os.path.dirname(os.path.abspath(args.local)), "ingest-source")
     make_source_tree(args.source, args.small_files, args.seed + 3)
     local = run(args.local, args, "local")
+    bindfs = run(args.bindfs, args, "bindfs") if args.bindfs else {}
     mount = run(args.mount, args, "mount")
-    print(f"{'row':<20}{'mount':>14}{'local':>14}{'mount/local':>13}")
+
+    def ratio(a, b):
+        return f"{a / b:.3f}" if a is not None and b else "-"
+
+    print(f"{'row':<22}{'mount':>11}{'local':>11}{'bindfs':>11}{'mount/local':>13}"
+          f"{'bindfs/local':>14}{'mount/bindfs':>14}")
     for k in mount:
-        m, l = mount[k], local.get(k)
-        ratio = f"{m / l:.3f}" if l else "-"
-        print(f"{k:<20}{m:>14.1f}{(l or 0):>14.1f}{ratio:>13}")
+        m, l, b = mount[k], local.get(k), bindfs.get(k)
+        print(f"{k:<22}{m:>11.1f}{(l or 0):>11.1f}{(b or 0):>11.1f}{ratio(m, l):>13}"
+              f"{ratio(b, l):>14}{ratio(m, b):>14}")
     out = {"seed": args.seed, "mount": mount, "local": local,
            "ratio": {k: mount[k] / local[k] for k in mount if local.get(k)}}
+    if bindfs:
+        out["bindfs"] = bindfs
+        out["ratio_bindfs_local"] = {k: bindfs[k] / local[k] for k in bindfs if local.get(k)}
+        out["ratio_mount_bindfs"] = {k: mount[k] / bindfs[k] for k in mount if bindfs.get(k)}
     print(json.dumps(out))
     if args.json:
         with open(args.json, "w") as f:
