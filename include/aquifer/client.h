@@ -117,7 +117,7 @@ struct ClientOptions {
   uint64_t max_dirty_bytes_per_file = 64 * kMiB;     // buffered, unwritten bytes per open file
   uint64_t max_dirty_bytes_total = 512 * kMiB;       // across all open files of this client
   uint64_t read_cache_bytes = 256 * kMiB;            // cached stripes for read-ahead and small reads
-  uint32_t readahead_stripes = 2;                    // stripes fetched ahead of a sequential reader
+  uint32_t readahead_stripes = 4;                    // stripes fetched ahead of a sequential reader
   std::chrono::milliseconds chunk_timeout{3000};     // a chunk read slower than this goes degraded
   std::chrono::milliseconds rpc_timeout{15000};      // deadline of one metadata RPC
   // How long a directory's attributes, as the last metadata reply about it gave them (namespace
