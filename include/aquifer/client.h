@@ -220,14 +220,18 @@ class Client {
   // targets of a stripe down, slow or corrupt, decodes from the others (degraded read).
   // Errors: kUnavailable when more than m chunks of a needed stripe cannot be read.
   Result<size_t> Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out);
-  // The same bytes as Read(file, offset_bytes, a buffer of size_bytes), as a view: `bytes` (the
-  // bytes read: short only at end of file) points into memory that `keep` holds alive. When the
-  // range lies inside one stripe of the read cache (sequential reads, after read-ahead) the view
-  // is the cached stripe itself, so the caller (the mount's reply to the kernel) copies the
-  // bytes once instead of twice; otherwise the view owns a buffer Read filled. Errors: as Read.
+  // The same bytes as Read(file, offset_bytes, a buffer of size_bytes), as a view: `pieces`, in
+  // order, are the bytes read (short only at end of file), in memory that `keep` holds alive.
+  // When the range lies inside one stripe of the read cache (sequential reads, after
+  // read-ahead) the pieces are the cached stripe's own bytes, which are usually the data
+  // servers' replies as they arrived, so the caller (the mount's reply to the kernel, one iovec
+  // per piece) makes the only copy in the client; otherwise one piece, a buffer Read filled.
+  // At most kMaxViewPieces pieces. Errors: as Read.
+  static constexpr size_t kMaxViewPieces = 256;
   struct ReadView {
     std::shared_ptr<const void> keep;
-    std::span<const std::byte> bytes;
+    std::vector<std::span<const std::byte>> pieces;
+    uint64_t size() const;  // bytes in all pieces
   };
   Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
   // Bytes of stripes the read cache holds now (at most options.read_cache_bytes). A sequential

@@ -287,9 +287,11 @@ Status ChunkIo::WriteChunks(
 
 Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                            uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                           std::span<std::byte> out, bool bound_is_committed) {
-  // Every byte of `out` is written on success: read bytes, or zeros for holes and the part past
-  // stripe_len (the buffers are not zeroed beforehand).
+                           std::span<std::byte> out, bool bound_is_committed,
+                           ChunkBytes* view) {
+  // Every byte of `out` is written on success (unless *view holds them): read bytes, or zeros
+  // for holes and the part past stripe_len (the buffers are not zeroed beforehand).
+  if (view != nullptr && (view->size() != 0 || begin + out.size() > stripe_len)) view = nullptr;
   if (stripe_len == 0 || begin >= stripe_len || out.empty()) {
     std::memset(out.data(), 0, out.size());
     return OkStatus();
@@ -309,7 +311,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   if (IsReplicated(layout, stripe_len)) {
     // Any one copy of the highest version is usable: no older version to fall back to.
     return ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                          wanted, bound_is_committed);
+                          wanted, bound_is_committed, view);
   }
   // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
   // commit (of another stripe) may make <= data_version. Those chunks can never decode; the
@@ -319,7 +321,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     uint64_t unusable_version = 0;
     // After a fallback the bound is below the committed version: no longer a hint.
     Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                         wanted, bound_is_committed && fallback == 0, &unusable_version);
+                         wanted, bound_is_committed && fallback == 0, &unusable_version, view);
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
     Logger("client")->debug(
         "read stripe skips partial version ino={} stripe={} version={} fallback={}",
@@ -332,7 +334,8 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
 Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                               std::span<std::byte> out, bool bound_is_committed) {
+                               std::span<std::byte> out, bool bound_is_committed,
+                               ChunkBytes* view) {
   // The highest version any copy returns is the current one (a copy whose server was down during
   // the last write holds an older version). A copy whose version equals the reader's bound (the
   // usual case: the file's data_version) is current at once, since servers return nothing above
@@ -375,6 +378,11 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   };
   auto fill = [&](const ChunkData& chunk) {
     const uint64_t n = std::min<uint64_t>(out.size(), chunk.bytes.size());
+    if (view != nullptr) {
+      view->Append(chunk.bytes, 0, n);
+      view->AppendZeros(out.size() - n);
+      return;
+    }
     chunk.bytes.CopyTo(0, out.subspan(0, n));
     std::memset(out.data() + n, 0, out.size() - n);
   };
@@ -437,7 +445,11 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   // A hole only when every copy says so: a stripe written while some of its targets were down
   // has its copies on the others, and a target that came back empty must not turn it into zeros.
   if (not_found == copies) {
-    std::memset(out.data(), 0, out.size());
+    if (view != nullptr) {
+      view->AppendZeros(out.size());
+    } else {
+      std::memset(out.data(), 0, out.size());
+    }
     return OkStatus();
   }
   return Unavailable("no copy of stripe " + std::to_string(stripe) + " of inode " +
@@ -448,7 +460,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           const std::vector<ServerId>& targets, const ClusterMap& map,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                           std::span<std::byte> out, bool bound_is_committed,
-                          uint64_t* unusable_version) {
+                          uint64_t* unusable_version, ChunkBytes* view) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -586,7 +598,11 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
       // that cannot be read now, never zeros.
       if (vmax == 0 && answered >= confident) {
-        std::memset(out.data(), 0, out.size());
+        if (view != nullptr) {
+          view->AppendZeros(out.size());
+        } else {
+          std::memset(out.data(), 0, out.size());
+        }
         return OkStatus();
       }
       if (vmax == 0 && !untried) {
@@ -641,10 +657,18 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
           uint64_t count = 0;
           if (f.bytes.size() > skip) {
             count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
-            f.bytes.CopyTo(skip, out.subspan(at, count));
+            if (view != nullptr) {
+              view->Append(f.bytes, skip, count);
+            } else {
+              f.bytes.CopyTo(skip, out.subspan(at, count));
+            }
           }
           // Past the chunk's stored end (and empty data chunks): zeros.
-          std::memset(out.data() + at + count, 0, n.e - n.b - count);
+          if (view != nullptr) {
+            view->AppendZeros(n.e - n.b - count);
+          } else {
+            std::memset(out.data() + at + count, 0, n.e - n.b - count);
+          }
         }
         if (degraded) degraded_reads_.fetch_add(1);
         return OkStatus();

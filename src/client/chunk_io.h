@@ -76,9 +76,12 @@ class ChunkIo {
   // A version of which fewer than k chunks exist after every position answered (a writer that
   // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
   // Errors: kUnavailable when the needed bytes cannot be read or decoded.
+  // With `view` (empty on entry) and begin + out.size() <= stripe_len: when the bytes need no
+  // decoding, they come back in *view instead, as views of the received replies (and zeros for
+  // holes), and `out` is not touched; otherwise *view stays empty and `out` holds them.
   Status ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe, uint64_t stripe_len,
                     uint64_t max_version, uint64_t begin, std::span<std::byte> out,
-                    bool bound_is_committed = false);
+                    bool bound_is_committed = false, ChunkBytes* view = nullptr);
 
   // Deletes chunks of `inode` with stripe >= from_stripe and version <= max_version on every
   // up data server (best effort: the metadata server's GC covers the others).
@@ -100,11 +103,12 @@ class ChunkIo {
   Status ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                         const std::vector<ServerId>& targets, const ClusterMap& map,
                         uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                        std::span<std::byte> out, bool bound_is_committed);
+                        std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view);
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                   std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version);
+                   std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version,
+                   ChunkBytes* view);
   // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
   // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
   // *stale when a server answered kStale.

@@ -348,9 +348,15 @@ Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_byte
   auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
   Result<size_t> n = impl_->Read(file, offset_bytes, std::span<std::byte>(*buffer));
   if (!n.ok()) return n.status();
-  view.bytes = std::span<const std::byte>(buffer->data(), *n);
+  view.pieces.assign(1, std::span<const std::byte>(buffer->data(), *n));
   view.keep = std::move(buffer);
   return view;
+}
+
+uint64_t Client::ReadView::size() const {
+  uint64_t n = 0;
+  for (const auto& piece : pieces) n += piece.size();
+  return n;
 }
 
 Result<size_t> Client::Write(OpenFile& file, uint64_t offset_bytes,

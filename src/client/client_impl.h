@@ -171,6 +171,10 @@ class Client::Impl {
   Status DrainInflight(OpenFile& f);
   Status FlushBuffers(OpenFile& f, bool sync);
   void ReleaseBufferBytes(OpenFile& f, uint64_t bytes);
+  // Reads stripe `stripe` (stripe_len bytes) of `inode` at `version` from the data servers:
+  // views of the replies when no decoding was needed, else a buffer filled by decoding.
+  Result<client::StripeBytes> FetchStripe(InodeId inode, const Layout& layout, uint64_t stripe,
+                                          uint64_t stripe_len, uint64_t version);
   Result<client::StripeBytes> CachedStripe(const OpenFile& f, uint64_t stripe,
                                            uint64_t stripe_len, uint64_t version);
   void Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len, uint64_t version);

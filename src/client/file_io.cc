@@ -419,16 +419,26 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
 
 // --- reads --------------------------------------------------------------------------------------
 
+Result<StripeBytes> Client::Impl::FetchStripe(InodeId inode, const Layout& layout,
+                                              uint64_t stripe, uint64_t stripe_len,
+                                              uint64_t version) {
+  // The buffer is only written (its pages only touched) when the read has to decode.
+  auto buffer = std::make_shared<client::ByteVec>(stripe_len);
+  client::ChunkBytes view;
+  AQ_RETURN_IF_ERROR(io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *buffer,
+                                     /*bound_is_committed=*/true, &view));
+  if (view.size() == stripe_len) return std::make_shared<const client::ChunkBytes>(std::move(view));
+  std::vector<std::span<const std::byte>> all{{buffer->data(), buffer->size()}};
+  return std::make_shared<const client::ChunkBytes>(std::move(all), std::move(buffer));
+}
+
 Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, uint64_t stripe,
                                                uint64_t stripe_len, uint64_t version) {
   const StripeKey key{f.inode, stripe, version, stripe_len};
   if (StripeBytes hit = cache_->Get(key)) return hit;
-  auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills every byte
-  AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, f.layout, stripe, stripe_len, version, 0, *bytes,
-                                     /*bound_is_committed=*/true));
-  StripeBytes result = bytes;
-  cache_->Put(key, result);
-  return result;
+  Result<StripeBytes> fetched = FetchStripe(f.inode, f.layout, stripe, stripe_len, version);
+  if (fetched.ok()) cache_->Put(key, *fetched);
+  return fetched;
 }
 
 void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len,
@@ -438,10 +448,8 @@ void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_
   InodeId inode = f.inode;
   Layout layout = f.layout;
   stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version] {
-    auto bytes = std::make_shared<client::ByteVec>(stripe_len);  // ReadStripe fills it all
-    Status s = io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *bytes,
-                               /*bound_is_committed=*/true);
-    if (s.ok()) cache_->Put(key, std::move(bytes));
+    Result<StripeBytes> fetched = FetchStripe(inode, layout, stripe, stripe_len, version);
+    if (fetched.ok()) cache_->Put(key, std::move(*fetched));
     cache_->EndFetch(key);
     return 0;
   });
@@ -494,8 +502,17 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
     cached = *fetched;
   }
   if (b + n > cached->size()) return false;  // not expected: the stripe holds stripe_len bytes
-  view->bytes = std::span<const std::byte>(cached->data() + b, n);
-  view->keep = std::move(cached);
+  view->pieces.clear();
+  cached->Slice(b, n, &view->pieces);
+  if (view->pieces.size() > Client::kMaxViewPieces) {
+    // Too many pieces for one reply to the kernel (an iovec each): gather them.
+    auto gathered = std::make_shared<client::ByteVec>(n);
+    cached->CopyTo(b, std::span<std::byte>(*gathered));
+    view->pieces.assign(1, std::span<const std::byte>(gathered->data(), n));
+    view->keep = std::move(gathered);
+  } else {
+    view->keep = std::move(cached);
+  }
   if (sequential) ReadAhead(f, loc.stripe, file_size, version);
   return true;
 }
@@ -564,7 +581,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     }
     if (cached) {
       const uint64_t have = b < cached->size() ? std::min<uint64_t>(len, cached->size() - b) : 0;
-      if (have > 0) std::memcpy(piece.data(), cached->data() + b, have);
+      if (have > 0) cached->CopyTo(b, piece.subspan(0, have));
       if (have < len) std::memset(piece.data() + have, 0, len - have);
     } else {
       AQ_RETURN_IF_ERROR(

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "aquifer/ids.h"
+#include "client/rpc/data_client.h"
 
 namespace aquifer::client {
 
@@ -43,7 +44,9 @@ struct UninitAllocator : std::allocator<T> {
 };
 using ByteVec = std::vector<std::byte, UninitAllocator<std::byte>>;
 
-using StripeBytes = std::shared_ptr<const ByteVec>;
+// A stripe's data bytes as read: usually views of the data servers' replies as they arrived
+// (no copy), or a buffer the client filled (decoded reads).
+using StripeBytes = std::shared_ptr<const ChunkBytes>;
 
 struct StripeKey {
   InodeId inode;

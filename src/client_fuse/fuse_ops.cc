@@ -480,7 +480,12 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   Result<Client::ReadView> view =
       ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size);
   if (!view.ok()) return ReplyError(req, view.status(), "read");
-  fuse_reply_buf(req, reinterpret_cast<const char*>(view->bytes.data()), view->bytes.size());
+  std::vector<iovec> iov;
+  iov.reserve(view->pieces.size());
+  for (const auto& piece : view->pieces) {
+    iov.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+  }
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
 // fi->flags are the writing descriptor's open flags: an O_APPEND descriptor's write goes at the

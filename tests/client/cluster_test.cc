@@ -327,7 +327,13 @@ TEST_F(ClusterTest, ReadSharedReturnsTheSameBytesAsReadForEveryPattern) {
     Result<Client::ReadView> v = client->ReadShared(*opened->file, at, len);
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     if (!v.ok()) return "";
-    return std::string(reinterpret_cast<const char*>(v->bytes.data()), v->bytes.size());
+    EXPECT_LE(v->pieces.size(), Client::kMaxViewPieces);
+    std::string got;
+    for (const auto& piece : v->pieces) {
+      got.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+    }
+    EXPECT_EQ(got.size(), v->size());
+    return got;
   };
   // A sequential stream of 1 MiB reads (cache views), then one of 300 KiB reads (some span
   // stripe boundaries).

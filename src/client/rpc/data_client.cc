@@ -194,13 +194,29 @@ ChunkBytes::ChunkBytes(std::string bytes) {
   auto owned = std::make_shared<const std::string>(std::move(bytes));
   size_ = owned->size();
   if (size_ > 0) pieces_.emplace_back(reinterpret_cast<const std::byte*>(owned->data()), size_);
-  owner_ = std::move(owned);
+  owners_.push_back(std::move(owned));
 }
 
 ChunkBytes::ChunkBytes(std::vector<std::span<const std::byte>> pieces,
                        std::shared_ptr<const void> owner)
-    : owner_(std::move(owner)), pieces_(std::move(pieces)) {
+    : pieces_(std::move(pieces)) {
+  owners_.push_back(std::move(owner));
   for (const auto& piece : pieces_) size_ += piece.size();
+}
+
+void ChunkBytes::Slice(uint64_t offset, uint64_t length,
+                       std::vector<std::span<const std::byte>>* out) const {
+  for (const auto& piece : pieces_) {
+    if (length == 0) return;
+    if (offset >= piece.size()) {
+      offset -= piece.size();
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(piece.size() - offset, length);
+    out->push_back(piece.subspan(offset, n));
+    length -= n;
+    offset = 0;
+  }
 }
 
 void ChunkBytes::CopyTo(uint64_t offset, std::span<std::byte> dst) const {
@@ -215,6 +231,32 @@ void ChunkBytes::CopyTo(uint64_t offset, std::span<std::byte> dst) const {
     std::memcpy(dst.data() + done, piece.data() + offset, n);
     done += n;
     offset = 0;
+  }
+}
+
+void ChunkBytes::Append(const ChunkBytes& from, uint64_t offset, uint64_t length) {
+  if (length == 0) return;
+  from.Slice(offset, length, &pieces_);
+  size_ += length;
+  for (const auto& owner : from.owners_) {
+    if (std::find(owners_.begin(), owners_.end(), owner) == owners_.end()) {
+      owners_.push_back(owner);
+    }
+  }
+}
+
+namespace {
+// Zeros for AppendZeros: static storage, only ever read, so its pages map the kernel's zero page.
+constexpr uint64_t kZeroBlockBytes = 1 << 20;
+std::byte zero_block[kZeroBlockBytes];
+}  // namespace
+
+void ChunkBytes::AppendZeros(uint64_t length) {
+  size_ += length;
+  while (length > 0) {
+    const uint64_t n = std::min(length, kZeroBlockBytes);
+    pieces_.emplace_back(zero_block, n);
+    length -= n;
   }
 }
 

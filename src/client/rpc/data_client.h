@@ -48,8 +48,19 @@ class ChunkBytes {
   void CopyTo(uint64_t offset, std::span<std::byte> dst) const;
   std::string ToString() const;  // all the bytes, copied
 
+  // Appends bytes [offset, offset + length) of `from` after these, sharing its buffers (no
+  // copy). Requires offset + length <= from.size().
+  void Append(const ChunkBytes& from, uint64_t offset, uint64_t length);
+  // Appends `length` zero bytes: views of one static zeroed block, never written.
+  void AppendZeros(uint64_t length);
+  // Appends the pieces that hold bytes [offset, offset + length) to `out`, in order (views
+  // valid while this object or a copy lives). Requires offset + length <= size().
+  void Slice(uint64_t offset, uint64_t length,
+             std::vector<std::span<const std::byte>>* out) const;
+  size_t piece_count() const { return pieces_.size(); }
+
  private:
-  std::shared_ptr<const void> owner_;
+  std::vector<std::shared_ptr<const void>> owners_;  // keep every piece's memory alive
   std::vector<std::span<const std::byte>> pieces_;
   uint64_t size_ = 0;
 };

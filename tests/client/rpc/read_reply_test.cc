@@ -1,6 +1,7 @@
 // ParseReadChunkReply and ChunkBytes (src/client/rpc/data_client.h): a ReadChunk reply parsed
 // from the pieces it arrived in, however it was split, without copying its data; malformed
 // replies give kInternal, never a crash or wrong bytes.
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -151,6 +152,47 @@ TEST(ReadReplyTest, RandomBytesNeverCrashAndNeverOverrun) {
     if (r.ok()) {
       EXPECT_LE(r->bytes.size(), wire.size());
     }
+  }
+}
+
+// A stripe assembled from parts of several replies and runs of zeros (how the read cache holds
+// a stripe without copying it) has the same bytes as the parts copied end to end, whatever
+// range is sliced or copied out of it, and keeps the replies' memory alive after they are gone.
+TEST(ReadReplyTest, AppendedPartsAndZerosSliceAndCopyLikeOneBuffer) {
+  std::string model;
+  ChunkBytes stripe;
+  {
+    auto a_owned = std::make_shared<const std::string>(Bytes(300000, 11));
+    const std::string& a = *a_owned;
+    const std::string b = Bytes(70000, 12);
+    ChunkBytes ra(Split(a, {1000, 65536, 200001}), a_owned);
+    ChunkBytes rb(b);
+    stripe.Append(ra, 5, 250000);
+    model += a.substr(5, 250000);
+    stripe.AppendZeros(3 << 20);  // more than the static zero block: several pieces
+    model += std::string(3 << 20, '\0');
+    stripe.Append(rb, 0, rb.size());
+    model += b;
+    stripe.Append(ra, 0, 0);  // nothing
+    a_owned.reset();
+  }  // the replies and their handles are gone; `stripe` keeps their memory alive
+  ASSERT_EQ(stripe.size(), model.size());
+  EXPECT_TRUE(stripe.ToString() == model);
+  std::mt19937 rng(13);
+  for (int round = 0; round < 300; ++round) {
+    const uint64_t offset = rng() % model.size();
+    const uint64_t length = rng() % (model.size() - offset + 1);
+    Pieces pieces;
+    stripe.Slice(offset, length, &pieces);
+    std::string sliced;
+    for (const auto& piece : pieces) {
+      ASSERT_GT(piece.size(), 0u);
+      sliced.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+    }
+    ASSERT_TRUE(sliced == model.substr(offset, length)) << offset << "+" << length;
+    std::string copied(length, 'x');
+    stripe.CopyTo(offset, std::as_writable_bytes(std::span<char>(copied.data(), length)));
+    ASSERT_TRUE(copied == sliced) << offset << "+" << length;
   }
 }
 
