@@ -218,6 +218,9 @@ class Client {
   // Reads up to out.size() bytes at `offset_bytes` into `out`; returns bytes read (short only at
   // end of file; holes read as zeros). Sees this client's own buffered writes. With up to m
   // targets of a stripe down, slow or corrupt, decodes from the others (degraded read).
+  // A read-only handle whose view is out of date (a stripe written again by another client and
+  // the view's version pruned on the data servers) takes a fresh view and reads again: it returns
+  // the newer bytes, never zeros for them (kStale if that keeps happening 4 times).
   // Errors: kUnavailable when more than m chunks of a needed stripe cannot be read.
   Result<size_t> Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out);
   // The same bytes as Read(file, offset_bytes, a buffer of size_bytes), as a view: `pieces`, in

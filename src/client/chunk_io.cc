@@ -20,6 +20,14 @@ using Clock = std::chrono::steady_clock;
 // Probes of positions that are not needed read this many bytes at most: enough to learn the
 // chunk's version cheaply, and to serve small degraded reads without a second round.
 constexpr uint64_t kMaxProbeBytes = 64 * 1024;
+
+// A stripe whose chunks are all newer than the reader's bound: written again, and the bound's
+// version pruned, after the reader took its view (size, data_version) of the file.
+Status Superseded(InodeId inode, uint64_t stripe, uint64_t bound) {
+  return Status(Code::kStale, "stripe " + std::to_string(stripe) + " of inode " +
+                                  inode.ToString() + " was rewritten above version " +
+                                  std::to_string(bound) + " after the reader's view was taken");
+}
 }  // namespace
 
 // One chunk read of a stripe and its outcome.
@@ -410,6 +418,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   }
   std::optional<ChunkData> best;
   uint32_t not_found = 0;
+  bool superseded = false;  // a copy holds only versions above the bound
   Status last_error;
   {
     std::vector<bool> seen(copies, false);
@@ -429,6 +438,8 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
           if (!best || r->version > best->version) best = std::move(*r);
         } else if (r.status().code() == Code::kNotFound) {
           ++not_found;
+        } else if (r.status().code() == Code::kStale) {
+          superseded = true;
         } else {
           if (r.status().code() == Code::kUnavailable) RequestRefresh();
           last_error = r.status();
@@ -452,6 +463,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
     }
     return OkStatus();
   }
+  if (superseded) return Superseded(inode, stripe, max_version);
   return Unavailable("no copy of stripe " + std::to_string(stripe) + " of inode " +
                      inode.ToString() + " readable: " + last_error.ToString());
 }
@@ -488,6 +500,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
 
   std::vector<Fetch> fetches(width);
   const uint32_t confident = layout.m + 1;
+  bool superseded = false;  // a position holds only versions above the bound
   auto fetch_all = [&](const std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>& plan) {
     const auto deadline = Clock::now() + options_.chunk_timeout;
     std::vector<std::pair<uint32_t, std::future<Result<ChunkData>>>> futures;
@@ -523,6 +536,9 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
         fetch.bytes = std::move(r->bytes);
       } else if (r.status().code() == Code::kNotFound) {
         fetch.state = Fetch::State::kNotFound;
+      } else if (r.status().code() == Code::kStale) {
+        fetch.state = Fetch::State::kFailed;
+        superseded = true;
       } else {
         if (r.status().code() == Code::kUnavailable) RequestRefresh();
         Logger("client")->debug("read chunk failed ino={} stripe={} position={} status={}",
@@ -597,6 +613,9 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       // chunks on >= k positions, so at most m can lack it. Fewer "not found" answers with the
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
       // that cannot be read now, never zeros.
+      // A position whose versions are all above the bound: the stripe was rewritten and the
+      // bound's version pruned since the reader took it. Neither a hole nor lost: look again.
+      if (vmax == 0 && superseded) return Superseded(inode, stripe, max_version);
       if (vmax == 0 && answered >= confident) {
         if (view != nullptr) {
           view->AppendZeros(out.size());
@@ -722,6 +741,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       }
     }
     if (plan.empty()) {
+      if (superseded) return Superseded(inode, stripe, max_version);
       // Every position answered or failed. If even the failed ones could not make k chunks of
       // vmax, vmax was never written whole (a committed write lands >= k): an older version
       // may be readable.

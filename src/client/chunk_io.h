@@ -75,7 +75,9 @@ class ChunkIo {
   // positions are asked at once.
   // A version of which fewer than k chunks exist after every position answered (a writer that
   // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
-  // Errors: kUnavailable when the needed bytes cannot be read or decoded.
+  // Errors: kUnavailable when the needed bytes cannot be read or decoded; kStale when the
+  // stripe was written again and max_version's chunks pruned since the caller took its bound
+  // (never zeros for it): take a fresh view of the file and read again.
   // With `view` (empty on entry) and begin + out.size() <= stripe_len: when the bytes need no
   // decoding, they come back in *view instead, as views of the received replies (and zeros for
   // holes), and `out` is not touched; otherwise *view stays empty and `out` holds them.

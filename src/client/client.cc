@@ -335,18 +335,50 @@ Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uin
   }
 }
 
+namespace {
+// Reads of a read-only handle whose view is out of date (kStale: a stripe was written again and
+// the view's version pruned) are tried again this many times in all, each after a fresh view.
+constexpr int kStaleReadTries = 4;
+}  // namespace
+
+bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s) {
+  if (s.code() != Code::kStale || f.writable) return false;
+  Result<Attributes> attr = meta_->GetAttr(f.inode);
+  if (!attr.ok()) return false;
+  Overlay(*attr);  // sets the view of every read handle of the inode
+  Logger("client")->debug("read view refreshed after a superseded stripe ino={} version={}",
+                          f.inode.value(), attr->data_version);
+  return true;
+}
+
 Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out) {
-  return impl_->Read(file, offset_bytes, out);
+  for (int attempt = 1;; ++attempt) {
+    Result<size_t> n = impl_->Read(file, offset_bytes, out);
+    if (n.ok() || attempt == kStaleReadTries || !impl_->RefreshViewAfterStale(file, n.status())) {
+      return n;
+    }
+  }
 }
 
 Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_bytes,
                                             uint64_t size_bytes) {
+  for (int attempt = 1;; ++attempt) {
+    Result<ReadView> view = impl_->ReadShared(file, offset_bytes, size_bytes);
+    if (view.ok() || attempt == kStaleReadTries ||
+        !impl_->RefreshViewAfterStale(file, view.status())) {
+      return view;
+    }
+  }
+}
+
+Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offset_bytes,
+                                                  uint64_t size_bytes) {
   ReadView view;
-  Result<bool> cached = impl_->ReadFromCache(file, offset_bytes, size_bytes, &view);
+  Result<bool> cached = ReadFromCache(file, offset_bytes, size_bytes, &view);
   if (!cached.ok()) return cached.status();
   if (*cached) return view;
   auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
-  Result<size_t> n = impl_->Read(file, offset_bytes, std::span<std::byte>(*buffer));
+  Result<size_t> n = Read(file, offset_bytes, std::span<std::byte>(*buffer));
   if (!n.ok()) return n.status();
   view.pieces.assign(1, std::span<const std::byte>(buffer->data(), *n));
   view.keep = std::move(buffer);

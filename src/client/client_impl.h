@@ -164,6 +164,11 @@ class Client::Impl {
   Status TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller);
   Result<client::OpenReply> OpenWithLeaseWait(InodeId inode, int flags, const Caller& caller);
   Attributes Overlay(Attributes attr);  // local size of dirty writers; refreshes read views
+  // After a read of the read-only handle `f` failed with `s`: if `s` is kStale (a stripe was
+  // written again and the view's version pruned), takes a fresh view from the metadata server
+  // and returns true (read again); false otherwise or when the metadata server cannot answer.
+  bool RefreshViewAfterStale(const OpenFile& f, const Status& s);
+  Result<Client::ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
 
  private:
   uint64_t StoredLen(const OpenFile& f, uint64_t stripe) const;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -379,6 +380,37 @@ TEST_F(ClusterTest, SequentialReaderKeepsOnlyAWindowOfStripesInTheReadCache) {
   const uint64_t window = (ClientOptions{}.readahead_stripes + 2) * stripe;
   EXPECT_GT(most, 0u);
   EXPECT_LE(most, window) << "the cache held " << most / kMiB << " MiB of a 48 MiB stream";
+}
+
+// A reader whose view (size, data_version) predates two rewrites by another client, so that its
+// version was pruned on the data servers, reads the newer bytes after taking a fresh view, never
+// zeros: with neither copy nor chunk left at or below its bound, a stripe is superseded, not a
+// hole. (Two mounts saw zeros in the middle of a file another mount kept appending to.)
+TEST_F(ClusterTest, ReaderWhoseVersionWasPrunedReadsTheNewerBytesNotZeros) {
+  StartCluster();
+  auto writer = NewClient();
+  auto reader = NewClient();
+  ASSERT_TRUE(writer && reader);
+  // An erasure-coded file (two stripes) and a replicated small one.
+  for (const auto& [path, size] : {std::pair<std::string, uint64_t>{"/coded", 5 * kMiB + 7},
+                                   std::pair<std::string, uint64_t>{"/small", 100 * kKiB}}) {
+    ASSERT_OK(writer->WriteFile(path, RandomBytes(size, 1), kRoot));
+    Result<Attributes> attr = reader->Resolve(path, kRoot);
+    ASSERT_TRUE(attr.ok());
+    Result<Client::Opened> opened = reader->Open(attr->inode, O_RDONLY, kRoot);
+    ASSERT_TRUE(opened.ok());
+    std::string latest;
+    for (uint32_t seed = 2; seed <= 4; ++seed) {  // each write prunes the one two before it
+      latest = RandomBytes(size, seed);
+      ASSERT_OK(writer->WriteFile(path, latest, kRoot));
+    }
+    Result<std::string> got = ReadAt(*reader, *opened->file, 0, size);
+    ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
+    ASSERT_EQ(got->size(), size) << path;
+    EXPECT_TRUE(*got == latest) << path << ": not the newest bytes ("
+                                << std::count(got->begin(), got->end(), '\0') << " zero bytes)";
+    ASSERT_OK(reader->Release(std::move(opened->file)));
+  }
 }
 
 // A replicated read asks one copy first (chosen per inode): across many small files, some pick

@@ -116,7 +116,9 @@ TEST_F(ChunkStoreTest, ReadsNewestVersionAtOrBelowMaxVersion) {
   EXPECT_EQ(ReadAll(kA, 5), "five");
   EXPECT_EQ(ReadAll(kA, 4), "three");
   std::string out;
-  EXPECT_EQ(store_->Read(kA, 2, 0, 0, &out).status().code(), Code::kNotFound);
+  // Versions exist, all above the bound: kStale (the reader's view is out of date), not a hole.
+  EXPECT_EQ(store_->Read(kA, 2, 0, 0, &out).status().code(), Code::kStale);
+  EXPECT_EQ(store_->Read(kB, 2, 0, 0, &out).status().code(), Code::kNotFound);  // no version
 }
 
 TEST_F(ChunkStoreTest, PrunesVersionsOlderThanNewestCommitted) {

@@ -1,7 +1,8 @@
 // DataClient: the client library's view of one aquifer-data server (proto/data.proto), in the
 // library's own types. The gRPC implementation lives in data_client.cc.
 //
-// Errors: the server's status (kNotFound: no chunk version <= max_version; kCorruption: bad
+// Errors: the server's status (kNotFound: no chunk version <= max_version; kStale: only versions
+// above max_version, the ones below were pruned; kCorruption: bad
 // checksum; kNoSpace: disk full), or kUnavailable when the server cannot be reached before
 // `deadline`. Thread-safe; one instance per server address, shared by all threads.
 #pragma once

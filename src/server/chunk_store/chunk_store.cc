@@ -663,10 +663,12 @@ Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_vers
   // A version may be pruned between the index lookup and the open: look up again.
   for (int attempt = 0; attempt < 4; ++attempt) {
     ChunkVersion found;
+    bool newer_only = false;  // versions exist, every one above max_version
     {
       std::shared_lock<std::shared_mutex> lock(index_mu_);
       auto it = index_.find(id);
       if (it != index_.end()) {
+        newer_only = !it->second.empty();
         for (auto v = it->second.rbegin(); v != it->second.rend(); ++v) {
           if (max_version == 0 || v->version <= max_version) {
             found = *v;
@@ -674,6 +676,12 @@ Result<ChunkReader> ChunkStore::OpenAndRead(const ChunkId& id, uint64_t max_vers
           }
         }
       }
+    }
+    if (found.version == 0 && newer_only) {
+      // The reader's bound is older than every version kept: the versions at or below it were
+      // pruned after a newer one was committed. Not a hole: the reader must look again.
+      return Status(Code::kStale, "chunk " + id.ToString() + " has only versions above " +
+                                      std::to_string(max_version) + " (superseded)");
     }
     if (found.version == 0) {
       return NotFound("no chunk " + id.ToString() +

@@ -165,14 +165,16 @@ class ChunkStore {
 
   // Replaces *out with bytes [offset, offset + length) of the newest version <= max_version
   // (0 = newest of all), clipped to the chunk's end; length 0 = to the end.
-  // Errors: kNotFound when no such version; kInvalidArgument when offset > chunk length or
+  // Errors: kNotFound when no such version; kStale when the chunk has versions but all are
+  // above max_version (those at or below it were pruned: the reader's bound is out of date);
+  // kInvalidArgument when offset > chunk length or
   // offset + length overflows; kCorruption when a covering block fails its CRC (counted);
   // kInternal on I/O errors.
   Result<ChunkReadInfo> Read(const ChunkId& id, uint64_t max_version, uint64_t offset,
                              uint64_t length, std::string* out);
 
   // Opens the newest version <= max_version (0 = newest) for repeated range reads and verifies
-  // its header. Errors: kNotFound; kCorruption for a bad header; kInternal.
+  // its header. Errors: kNotFound; kStale (as Read); kCorruption for a bad header; kInternal.
   Result<ChunkReader> OpenReader(const ChunkId& id, uint64_t max_version);
 
   // Deletes every version <= max_version of every chunk of `inode` with stripe >= from_stripe.

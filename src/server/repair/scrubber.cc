@@ -176,7 +176,9 @@ bool Scrubber::Check(const ChunkId& id, uint64_t version, const ChunkPlacement& 
                      bool from_queue) {
   std::string data;
   Result<ChunkReadInfo> r = store_->Read(id, version, 0, 0, &data);
-  if (!r.ok() && r.status().code() == Code::kNotFound) return true;  // deleted meanwhile
+  if (!r.ok() && (r.status().code() == Code::kNotFound || r.status().code() == Code::kStale)) {
+    return true;  // deleted, or pruned below a newer version, meanwhile
+  }
   if (r.ok() && r->version != version) return true;                    // pruned meanwhile
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -155,9 +155,9 @@ TEST_F(DataServiceTest, WritesThenReadsWholeChunksRangesAndVersions) {
   EXPECT_EQ(r.version(), 1u);
   EXPECT_EQ(r.chunk_length(), v1.size());
   EXPECT_EQ(r.data(), v1.substr(70000, 100000));
-  // Committing 2 prunes 1.
+  // Committing 2 prunes 1: a reader bound to 1 is told its view is out of date (kStale).
   ASSERT_EQ(CodeOf(Write(5, 1, 2, 3, "three", /*committed=*/2).status()), Code::kOk);
-  EXPECT_EQ(CodeOf(Read(5, 1, 2, 1).status()), Code::kNotFound);
+  EXPECT_EQ(CodeOf(Read(5, 1, 2, 1).status()), Code::kStale);
   EXPECT_EQ(Read(5, 1, 2, 2).data(), v2);
 }
 
@@ -303,7 +303,7 @@ TEST_F(DataServiceTest, AppliesGcTasksAndAcksThemInTheNextHeartbeat) {
   EXPECT_EQ(CodeOf(Read(11, 2, 0, 0).status()), Code::kNotFound);
   auto r = Read(11, 3, 0, 0);
   EXPECT_EQ(r.data(), "new");
-  EXPECT_EQ(CodeOf(Read(11, 3, 0, 4).status()), Code::kNotFound);
+  EXPECT_EQ(CodeOf(Read(11, 3, 0, 4).status()), Code::kStale);  // only newer than 4 is left
 }
 
 TEST_F(DataServiceTest, RegistersAgainWhenMetaForgetsIt) {
