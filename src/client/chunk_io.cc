@@ -35,6 +35,7 @@ struct ChunkIo::Fetch {
   enum class State { kNotTried, kOk, kNotFound, kFailed };
   State state = State::kNotTried;
   uint64_t version = 0;
+  uint64_t stripe_bytes = 0;  // the stripe's length when `version` was written (0: not told)
   uint64_t range_begin = 0;  // requested range inside the chunk
   uint64_t range_end = 0;
   ChunkBytes bytes;          // returned bytes (clipped to the chunk's length)
@@ -479,10 +480,11 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
   const uint64_t end = begin + out.size();
 
   // Per position: its stored length (0 for empty data chunks: known zeros, never read).
-  std::vector<uint64_t> chunk_len(width);
+  std::vector<uint64_t> base_len(width);
   for (uint32_t p = 0; p < width; ++p) {
-    chunk_len[p] = p < k ? DataChunkLength(layout, stripe_len, p) : unit;
+    base_len[p] = p < k ? DataChunkLength(layout, stripe_len, p) : unit;
   }
+  std::vector<uint64_t> chunk_len = base_len;
   // Needed data positions and their ranges inside the unit; [ua, ub) is their union.
   struct Need {
     uint32_t position;
@@ -533,6 +535,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       if (r.ok()) {
         fetch.state = Fetch::State::kOk;
         fetch.version = r->version;
+        fetch.stripe_bytes = r->stripe_bytes;
         fetch.bytes = std::move(r->bytes);
       } else if (r.status().code() == Code::kNotFound) {
         fetch.state = Fetch::State::kNotFound;
@@ -584,6 +587,18 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       const Fetch& f = fetches[p];
       if (f.state == Fetch::State::kOk || f.state == Fetch::State::kNotFound) ++answered;
       if (f.state == Fetch::State::kOk) vmax = std::max(vmax, f.version);
+    }
+    // A data chunk that was empty when vmax was written (the stripe was shorter then: a file
+    // truncated up, or a write that stopped short of the stripe's end) was never stored; it is
+    // zeros, like the empty chunks of the current length, not a missing chunk.
+    chunk_len = base_len;
+    for (uint32_t p = 0; p < width; ++p) {
+      const Fetch& f = fetches[p];
+      if (f.state != Fetch::State::kOk || f.version != vmax || f.stripe_bytes == 0) continue;
+      for (uint32_t q = 0; q < k; ++q) {
+        if (DataChunkLength(layout, f.stripe_bytes, q) == 0) chunk_len[q] = 0;
+      }
+      break;
     }
     bool untried = false;
     for (uint32_t p = 0; p < width; ++p) {
@@ -674,7 +689,8 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
           const uint64_t at = n.position * unit + n.b - begin;
           const uint64_t skip = n.b - f.range_begin;
           uint64_t count = 0;
-          if (f.bytes.size() > skip) {
+          // An empty chunk at vmax is zeros even when an older version of it answered.
+          if (chunk_len[n.position] > 0 && f.bytes.size() > skip) {
             count = std::min<uint64_t>(n.e - n.b, f.bytes.size() - skip);
             if (view != nullptr) {
               view->Append(f.bytes, skip, count);

@@ -413,6 +413,43 @@ TEST_F(ClusterTest, ReaderWhoseVersionWasPrunedReadsTheNewerBytesNotZeros) {
   }
 }
 
+// A stripe written short (a data unit left empty, so never stored) and then truncated up to a
+// full stripe still reads with two data servers down: the empty unit is zeros at the version that
+// was written (each chunk records the stripe's length then), not a missing chunk. Before, the
+// reader counted it missing, found fewer than k chunks and failed (EIO) on every stripe whose
+// two lost servers did not include that unit's.
+TEST_F(ClusterTest, StripeTruncatedUpAfterAShortWriteSurvivesTwoDataServerCrashes) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  Result<Attributes> root = client->Resolve("/", kRoot);
+  ASSERT_TRUE(root.ok());
+  const std::string piece = RandomBytes(12 * kKiB, 21);
+  const uint64_t at = 2 * kMiB + 68 * kKiB;  // in unit 2 of stripe 0; unit 3 stays empty
+  std::string model(4 * kMiB, '\0');
+  model.replace(at, piece.size(), piece);
+  constexpr int kFiles = 6;  // each stripe's positions land on the servers in its own order
+  for (int i = 0; i < kFiles; ++i) {
+    Result<Client::Opened> opened =
+        client->Create(root->inode, "short" + std::to_string(i), 0644, O_RDWR | O_CREAT, kRoot);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    WriteAt(*client, *opened->file, at, piece);
+    ASSERT_OK(client->Release(std::move(opened->file)));
+    AttrChanges grow;
+    grow.size_bytes = 4 * kMiB;
+    ASSERT_TRUE(client->SetAttr(opened->attr.inode, grow, kRoot).ok());
+  }
+  ASSERT_OK(cluster_->CrashDataServer(1));
+  ASSERT_OK(cluster_->CrashDataServer(4));
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  for (int i = 0; i < kFiles; ++i) {
+    Result<std::string> read = reader->ReadFile("/short" + std::to_string(i), kRoot);
+    ASSERT_TRUE(read.ok()) << "short" << i << ": " << read.status().ToString();
+    EXPECT_TRUE(*read == model) << "short" << i;
+  }
+}
+
 // A replicated read asks one copy first (chosen per inode): across many small files, some pick
 // the restarted server's stale copy first, and must go on to the current copies, never return
 // the old bytes.

@@ -314,6 +314,17 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
             return malformed("chunk_length");
           }
           break;
+        case pb::ReadChunkResponse::kPlacementFieldNumber: {
+          uint32_t len = 0;
+          std::string bytes;
+          pb::ChunkPlacement placement;
+          if (!delimited || !in.ReadVarint32(&len) ||
+              !in.ReadString(&bytes, static_cast<int>(len)) || !placement.ParseFromString(bytes)) {
+            return malformed("placement");
+          }
+          out.stripe_bytes = placement.stripe_bytes();
+          break;
+        }
         case pb::ReadChunkResponse::kDataFieldNumber: {
           uint32_t len = 0;
           if (!delimited || !in.ReadVarint32(&len)) return malformed("data");

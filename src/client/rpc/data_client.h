@@ -69,6 +69,7 @@ class ChunkBytes {
 struct ChunkData {
   uint64_t version = 0;
   uint64_t chunk_length_bytes = 0;  // the whole chunk's length
+  uint64_t stripe_bytes = 0;        // the stripe's length when this version was written (0: not told)
   ChunkBytes bytes;                 // the requested range, clipped to the chunk's length
 };
 

@@ -46,6 +46,7 @@ std::string Reply(uint64_t version, uint64_t chunk_length, const std::string& da
   r.set_chunk_length(chunk_length);
   r.set_data(data);
   r.mutable_placement()->set_pg_width(6);
+  r.mutable_placement()->set_stripe_bytes(2 * chunk_length + 1);
   return r.SerializeAsString();
 }
 
@@ -67,6 +68,7 @@ TEST(ReadReplyTest, ParsesTheSameWhereverTheReplyIsSplit) {
     ASSERT_TRUE(r.ok()) << r.status().ToString() << " with " << cuts.size() << " cuts";
     EXPECT_EQ(r->version, 7u);
     EXPECT_EQ(r->chunk_length_bytes, 300000u);
+    EXPECT_EQ(r->stripe_bytes, 600001u);  // from the placement
     ASSERT_EQ(r->bytes.size(), data.size());
     EXPECT_TRUE(r->bytes.ToString() == data) << cuts.size() << " cuts";
   }
@@ -116,6 +118,7 @@ TEST(ReadReplyTest, TruncatedRepliesAreRefused) {
   // The data field's payload is the tail of the message before the placement field.
   rpc::ReadChunkResponse tail;
   tail.mutable_placement()->set_pg_width(6);
+  tail.mutable_placement()->set_stripe_bytes(2 * 300 + 1);  // as Reply() sets it
   const size_t data_end = wire.size() - tail.SerializeAsString().size();
   const size_t data_begin = data_end - data.size();
   for (size_t len = 0; len < wire.size(); ++len) {
