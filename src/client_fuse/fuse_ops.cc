@@ -480,6 +480,10 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   Result<Client::ReadView> view =
       ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size);
   if (!view.ok()) return ReplyError(req, view.status(), "read");
+  if (view->pieces.empty()) {  // at or past the end of the file
+    fuse_reply_buf(req, nullptr, 0);
+    return;
+  }
   std::vector<iovec> iov;
   iov.reserve(view->pieces.size());
   for (const auto& piece : view->pieces) {
