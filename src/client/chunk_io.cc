@@ -28,6 +28,15 @@ Status Superseded(InodeId inode, uint64_t stripe, uint64_t bound) {
                                   inode.ToString() + " was rewritten above version " +
                                   std::to_string(bound) + " after the reader's view was taken");
 }
+
+// A read that is all zeros (a hole): into *view when the caller takes one, else into `out`.
+void Zeros(ChunkBytes* view, std::span<std::byte> out) {
+  if (view != nullptr) {
+    view->AppendZeros(out.size());
+  } else {
+    std::memset(out.data(), 0, out.size());
+  }
+}
 }  // namespace
 
 // One chunk read of a stripe and its outcome.
@@ -457,11 +466,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   // A hole only when every copy says so: a stripe written while some of its targets were down
   // has its copies on the others, and a target that came back empty must not turn it into zeros.
   if (not_found == copies) {
-    if (view != nullptr) {
-      view->AppendZeros(out.size());
-    } else {
-      std::memset(out.data(), 0, out.size());
-    }
+    Zeros(view, out);
     return OkStatus();
   }
   if (superseded) return Superseded(inode, stripe, max_version);
@@ -624,19 +629,15 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       }
     }
     if (answered >= confident || !untried || needed_at_bound) {
+      // A position whose versions are all above the bound: the stripe was rewritten and the
+      // bound's version pruned since the reader took it. Neither a hole nor lost: look again.
+      if (vmax == 0 && superseded) return Superseded(inode, stripe, max_version);
       // Never written (a hole, zeros) only when m + 1 positions say so: a written stripe has
       // chunks on >= k positions, so at most m can lack it. Fewer "not found" answers with the
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
       // that cannot be read now, never zeros.
-      // A position whose versions are all above the bound: the stripe was rewritten and the
-      // bound's version pruned since the reader took it. Neither a hole nor lost: look again.
-      if (vmax == 0 && superseded) return Superseded(inode, stripe, max_version);
       if (vmax == 0 && answered >= confident) {
-        if (view != nullptr) {
-          view->AppendZeros(out.size());
-        } else {
-          std::memset(out.data(), 0, out.size());
-        }
+        Zeros(view, out);
         return OkStatus();
       }
       if (vmax == 0 && !untried) {

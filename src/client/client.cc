@@ -351,24 +351,25 @@ bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s) {
   return true;
 }
 
-Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out) {
+template <class Fn>
+auto Client::Impl::ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read()) {
   for (int attempt = 1;; ++attempt) {
-    Result<size_t> n = impl_->Read(file, offset_bytes, out);
-    if (n.ok() || attempt == kStaleReadTries || !impl_->RefreshViewAfterStale(file, n.status())) {
-      return n;
+    auto result = read();
+    if (result.ok() || attempt == kStaleReadTries ||
+        !RefreshViewAfterStale(file, result.status())) {
+      return result;
     }
   }
 }
 
+Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std::byte> out) {
+  return impl_->ReadWithFreshViews(file, [&] { return impl_->Read(file, offset_bytes, out); });
+}
+
 Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_bytes,
                                             uint64_t size_bytes) {
-  for (int attempt = 1;; ++attempt) {
-    Result<ReadView> view = impl_->ReadShared(file, offset_bytes, size_bytes);
-    if (view.ok() || attempt == kStaleReadTries ||
-        !impl_->RefreshViewAfterStale(file, view.status())) {
-      return view;
-    }
-  }
+  return impl_->ReadWithFreshViews(
+      file, [&] { return impl_->ReadShared(file, offset_bytes, size_bytes); });
 }
 
 Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offset_bytes,

@@ -168,6 +168,10 @@ class Client::Impl {
   // written again and the view's version pruned), takes a fresh view from the metadata server
   // and returns true (read again); false otherwise or when the metadata server cannot answer.
   bool RefreshViewAfterStale(const OpenFile& f, const Status& s);
+  // Runs `read` (returning a Result) and, while it fails with kStale, refreshes the view of
+  // `file` and runs it again: at most kStaleReadTries runs. Returns the last result.
+  template <class Fn>
+  auto ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read());
   Result<Client::ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
 
  private:

@@ -204,8 +204,8 @@ ChunkBytes::ChunkBytes(std::vector<std::span<const std::byte>> pieces,
   for (const auto& piece : pieces_) size_ += piece.size();
 }
 
-void ChunkBytes::Slice(uint64_t offset, uint64_t length,
-                       std::vector<std::span<const std::byte>>* out) const {
+template <class Fn>
+void ChunkBytes::ForEachPiece(uint64_t offset, uint64_t length, Fn&& fn) const {
   for (const auto& piece : pieces_) {
     if (length == 0) return;
     if (offset >= piece.size()) {
@@ -213,25 +213,23 @@ void ChunkBytes::Slice(uint64_t offset, uint64_t length,
       continue;
     }
     const uint64_t n = std::min<uint64_t>(piece.size() - offset, length);
-    out->push_back(piece.subspan(offset, n));
+    fn(piece.subspan(offset, n));
     length -= n;
     offset = 0;
   }
 }
 
+void ChunkBytes::Slice(uint64_t offset, uint64_t length,
+                       std::vector<std::span<const std::byte>>* out) const {
+  ForEachPiece(offset, length, [out](std::span<const std::byte> piece) { out->push_back(piece); });
+}
+
 void ChunkBytes::CopyTo(uint64_t offset, std::span<std::byte> dst) const {
-  uint64_t done = 0;
-  for (const auto& piece : pieces_) {
-    if (done == dst.size()) return;
-    if (offset >= piece.size()) {
-      offset -= piece.size();
-      continue;
-    }
-    const uint64_t n = std::min<uint64_t>(piece.size() - offset, dst.size() - done);
-    std::memcpy(dst.data() + done, piece.data() + offset, n);
-    done += n;
-    offset = 0;
-  }
+  std::byte* at = dst.data();
+  ForEachPiece(offset, dst.size(), [&at](std::span<const std::byte> piece) {
+    std::memcpy(at, piece.data(), piece.size());
+    at += piece.size();
+  });
 }
 
 void ChunkBytes::Append(const ChunkBytes& from, uint64_t offset, uint64_t length) {

@@ -58,9 +58,12 @@ class ChunkBytes {
   // valid while this object or a copy lives). Requires offset + length <= size().
   void Slice(uint64_t offset, uint64_t length,
              std::vector<std::span<const std::byte>>* out) const;
-  size_t piece_count() const { return pieces_.size(); }
 
  private:
+  // Calls fn(span) for each piece of bytes [offset, offset + length), in order.
+  template <class Fn>
+  void ForEachPiece(uint64_t offset, uint64_t length, Fn&& fn) const;
+
   std::vector<std::shared_ptr<const void>> owners_;  // keep every piece's memory alive
   std::vector<std::span<const std::byte>> pieces_;
   uint64_t size_ = 0;
