@@ -129,6 +129,9 @@ struct ClientOptions {
   std::chrono::milliseconds attr_cache_ttl{0};
   std::chrono::milliseconds lease_wait{30000};       // how long an open for write waits for a lease
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
+  // Chunk reads and writes go over the chunk wire (docs/design.md "The chunk wire") to data
+  // servers that serve it; false: every call over gRPC.
+  bool data_wire = true;
 };
 
 // An open file: created by Client::Open or Client::Create, ended by Client::Release.

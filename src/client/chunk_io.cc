@@ -105,7 +105,7 @@ Result<std::shared_ptr<DataClient>> ChunkIo::ClientFor(ServerId id, const Cluste
   if (!entry->up) return Unavailable("data server " + id.ToString() + " is down");
   std::lock_guard lock(mu_);
   auto& client = clients_[entry->address];
-  if (!client) client = NewGrpcDataClient(entry->address);
+  if (!client) client = NewDataClient(entry->address, options_.data_wire);
   return client;
 }
 

@@ -41,6 +41,7 @@ class ChunkIo {
     std::chrono::milliseconds chunk_timeout{3000};  // a chunk read slower than this is missing
     std::chrono::milliseconds write_timeout{15000}; // deadline of one chunk write
     unsigned io_threads = 8;                        // parallel chunk RPCs
+    bool data_wire = true;                          // chunk reads and writes on the chunk wire
   };
 
   // `meta` must outlive this object.

@@ -56,6 +56,7 @@ Status Client::Impl::Start() {
   io_options.chunk_timeout = options_.chunk_timeout;
   io_options.write_timeout = options_.rpc_timeout;
   io_options.io_threads = options_.io_threads;
+  io_options.data_wire = options_.data_wire;
   io_ = std::make_unique<client::ChunkIo>(meta_.get(), io_options);
   stripe_pool_ = std::make_unique<client::ThreadPool>(
       std::max<unsigned>(2, options_.readahead_stripes + 2));

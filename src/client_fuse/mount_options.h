@@ -29,6 +29,7 @@ struct MountOptions {
   std::string log_file;               // --log-file / -o log_file=: daemon log (default: stderr,
                                       //   /dev/null once daemonized)
   std::string client_name;            // -o client_name=: shown by aquifer-meta (default host:pid)
+  bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   std::vector<std::string> fuse_options;  // the remaining -o options, for libfuse
   bool help = false;                  // -h / --help
   bool version = false;               // -V / --version

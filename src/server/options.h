@@ -25,6 +25,10 @@ struct DataServerOptions {
   uint32_t block_bytes = 65536;        // CRC32C block of new stores, bytes (power of 2)
   uint32_t scrub_rate_mib = 20;        // scrub read rate, MiB/s (0 = unlimited)
   uint32_t scrub_interval_s = 3600;    // s from one scrub pass's start to the next; 0 = off
+  uint32_t wire = 1;                   // 1: also serve chunk reads and writes on the chunk wire
+                                       // (docs/design.md "The chunk wire"); 0: gRPC only
+  uint32_t wire_port = 0;              // the chunk wire's TCP port on listen's host; 0 = kernel
+                                       // chooses (clients learn it from the Info call)
   uint32_t backfill_delay_ms = 3000;   // ms after (re)registering, or after heartbeats resume,
                                        // before the backfill pass (docs/repair.md "Backfill")
 };

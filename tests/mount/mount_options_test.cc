@@ -65,6 +65,16 @@ TEST(MountOptionsTest, RejectsBadInputWithAMessage) {
   EXPECT_EQ(Parse({"h:1", "/m", "-o"}).status().code(), Code::kInvalidArgument);
   EXPECT_NE(Parse({"h:1", "/m", "-o", "max_threads=0"}).status().message().find("max_threads"),
             std::string::npos);
+  EXPECT_NE(Parse({"h:1", "/m", "-o", "data_wire=yes"}).status().message().find("data_wire"),
+            std::string::npos);
+}
+
+TEST(MountOptionsTest, DataWireIsOnByDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(Parse({"h:1", "/m"})->data_wire);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "data_wire=0"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->data_wire);
+  EXPECT_TRUE(o->fuse_options.empty());
 }
 
 TEST(MountOptionsTest, HelpNeedsNoPositionals) {

@@ -146,6 +146,19 @@ class GrpcDataClient final : public DataClient {
     return ParseReadChunkReply(std::move(pieces), std::move(slices), address_);
   }
 
+  Result<WireEndpoint> GetWireEndpoint(std::chrono::steady_clock::time_point deadline) override {
+    pb::DataServerInfoRequest req;
+    pb::DataServerInfoResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToSystem(deadline));
+    AQ_RETURN_IF_ERROR(FromRpc(stub_->Info(&ctx, req, &resp), &resp, address_));
+    if (resp.wire_port() > UINT16_MAX) {
+      return Internal("data server " + address_ + ": wire port " +
+                      std::to_string(resp.wire_port()));
+    }
+    return WireEndpoint{static_cast<uint16_t>(resp.wire_port()), resp.wire_instance()};
+  }
+
   Status DeleteChunks(InodeId inode, uint64_t from_stripe, uint64_t max_version,
                       std::chrono::steady_clock::time_point deadline) override {
     pb::DeleteChunksRequest req;

@@ -85,6 +85,13 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
                                       std::shared_ptr<const void> owner,
                                       const std::string& address);
 
+// Where a data server serves the chunk wire (docs/design.md "The chunk wire"), as its Info call
+// reports it.
+struct WireEndpoint {
+  uint16_t port = 0;      // on the server's gRPC host; 0 = the server does not serve the wire
+  uint64_t instance = 0;  // the token the server's hello carries
+};
+
 class DataClient {
  public:
   virtual ~DataClient() = default;
@@ -107,9 +114,20 @@ class DataClient {
   // Deletes every chunk of `inode` with stripe >= from_stripe and version <= max_version.
   virtual Status DeleteChunks(InodeId inode, uint64_t from_stripe, uint64_t max_version,
                               std::chrono::steady_clock::time_point deadline) = 0;
+
+  // Asks the server where it serves the chunk wire (the Info call). Errors: kUnavailable.
+  virtual Result<WireEndpoint> GetWireEndpoint(std::chrono::steady_clock::time_point deadline) = 0;
 };
 
-// Connects (lazily) to the data server at `address` ("host:port").
+// Connects (lazily) to the data server at `address` ("host:port"), every call over gRPC.
 std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address);
+
+// Connects (lazily) to the data server at `address` ("host:port"). With `use_wire`, ReadChunk and
+// WriteChunk go over the chunk wire when the server serves it (learnt with one Info call, asked
+// again after a connection to it fails), else over gRPC; DeleteChunks always goes over gRPC.
+// Errors as DataClient's; a connection that fails mid-call is kUnavailable, and a call on an
+// idle pooled connection that the server had closed is retried once on a new one (both calls
+// are idempotent: a chunk version is written whole or not at all).
+std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire);
 
 }  // namespace aquifer::client

@@ -9,12 +9,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include <grpcpp/grpcpp.h>
 
 #include "aquifer/units.h"
 #include "common/logging.h"
 #include "data.grpc.pb.h"
+#include "server/wire_server.h"
 #include "meta.grpc.pb.h"
 
 namespace aquifer::server {
@@ -67,6 +69,12 @@ void ToRpc(const ChunkPlacement& p, rpc::ChunkPlacement* out) {
 class DataServiceImpl final : public rpc::DataService::Service {
  public:
   explicit DataServiceImpl(DataServer* core) : core_(core) {}
+
+  // The chunk wire's port and hello token, reported by Info (port 0: not served).
+  void SetWire(uint16_t port, uint64_t instance) {
+    wire_port_ = port;
+    wire_instance_ = instance;
+  }
 
   grpc::Status WriteChunk(grpc::ServerContext*, const rpc::WriteChunkRequest* req,
                           rpc::WriteChunkResponse* resp) override {
@@ -188,6 +196,8 @@ class DataServiceImpl final : public rpc::DataService::Service {
     resp->set_corrupt_repaired(scrub.corrupt_repaired);
     resp->set_chunks_backfilled(scrub.chunks_backfilled);
     resp->set_bytes_backfilled(scrub.bytes_backfilled);
+    resp->set_wire_port(wire_port_);
+    resp->set_wire_instance(wire_instance_);
     return Reply(OkStatus(), resp);
   }
 
@@ -198,6 +208,8 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return grpc::Status::OK;
   }
   DataServer* core_;
+  uint16_t wire_port_ = 0;  // set before the server starts serving
+  uint64_t wire_instance_ = 0;
 };
 
 Status FromRpc(const grpc::Status& g, const rpc::RpcStatus& s, const char* what) {
@@ -395,6 +407,7 @@ struct GrpcDataServer::Impl {
   std::unique_ptr<DataServer> core;
   std::unique_ptr<DataServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<WireServer> wire;  // null when options.wire is off
   std::string address;
   bool shut_down = false;
 };
@@ -411,6 +424,20 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
   if (!core.ok()) return core.status();
   impl->core = std::move(*core);
   impl->service = std::make_unique<DataServiceImpl>(impl->core.get());
+  if (options.wire) {
+    // On the gRPC address's host; the client learns the port from Info.
+    std::string host = options.listen.substr(0, options.listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    std::random_device random;
+    const uint64_t instance = (static_cast<uint64_t>(random()) << 32) ^ random();
+    Result<std::unique_ptr<WireServer>> wire = WireServer::Start(
+        host, static_cast<uint16_t>(options.wire_port), &impl->core->store(), instance);
+    if (!wire.ok()) return wire.status();
+    impl->wire = std::move(*wire);
+    impl->service->SetWire(impl->wire->port(), instance);
+  }
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -427,11 +454,13 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
   impl->server = builder.BuildAndStart();
   if (!impl->server || port == 0) return Unavailable("cannot listen on " + options.listen);
   impl->address = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);
-  Logger("data")->info("serving address={} dir={} uuid={}", impl->address, options.dir,
+  Logger("data")->info("serving address={} wire_port={} dir={} uuid={}", impl->address,
+                       impl->wire ? impl->wire->port() : 0, options.dir,
                        impl->core->server_uuid());
   if (!options.port_file.empty()) {
     Status s = WritePortFile(options.port_file, impl->address);
     if (!s.ok()) {
+      if (impl->wire) impl->wire->Shutdown();
       impl->server->Shutdown();
       return s;
     }
@@ -448,6 +477,7 @@ void GrpcDataServer::Shutdown() {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
   impl_->core->StopMembership();
+  if (impl_->wire) impl_->wire->Shutdown();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   impl_->server->Wait();
   Logger("data")->info("stopped address={}", impl_->address);

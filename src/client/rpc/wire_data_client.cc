@@ -1,0 +1,269 @@
+// DataClient over the chunk wire (src/wire/chunk_wire.h), with gRPC for discovery, DeleteChunks
+// and servers that do not serve the wire. See NewDataClient in data_client.h.
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "client/rpc/data_client.h"
+#include "wire/chunk_wire.h"
+
+namespace aquifer::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Idle connections kept per server; more are closed when their call ends.
+constexpr size_t kMaxIdleConnections = 32;
+// How long a server found without the wire is served over gRPC before it is asked again.
+constexpr std::chrono::seconds kReprobe{30};
+
+class WireDataClient final : public DataClient {
+ public:
+  WireDataClient(const std::string& address, std::unique_ptr<DataClient> grpc)
+      : address_(address), grpc_(std::move(grpc)) {
+    host_ = address.substr(0, address.rfind(':'));
+    if (host_.size() >= 2 && host_.front() == '[' && host_.back() == ']') {
+      host_ = host_.substr(1, host_.size() - 2);
+    }
+  }
+
+  ~WireDataClient() override {
+    for (int fd : idle_) ::close(fd);
+  }
+
+  Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
+                    std::span<const std::byte> data, bool sync, const ChunkPlacement& placement,
+                    Clock::time_point deadline) override {
+    if (data.size() > wire::kMaxPayloadBytes) {
+      return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes");
+    }
+    wire::Request request;
+    request.op = wire::Op::kWrite;
+    request.sync = sync;
+    request.id = id;
+    request.version = version;
+    request.committed_version = committed_version;
+    request.payload_bytes = data.size();
+    request.placement = {placement.pg_width, placement.pg_index,
+                         static_cast<uint8_t>(placement.k), static_cast<uint8_t>(placement.m),
+                         placement.replicated, placement.unit_bytes, placement.stripe_bytes};
+    if (placement.k > UINT8_MAX || placement.m > UINT8_MAX || placement.pg_width > UINT16_MAX) {
+      return InvalidArgument("placement out of range: pg_width " +
+                             std::to_string(placement.pg_width));
+    }
+    bool over_grpc = false;
+    Result<ChunkData> r = Call(request, data, deadline, &over_grpc);
+    if (over_grpc) {
+      return grpc_->WriteChunk(id, version, committed_version, data, sync, placement, deadline);
+    }
+    return r.status();
+  }
+
+  Result<ChunkData> ReadChunk(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
+                              uint64_t length_bytes, Clock::time_point deadline) override {
+    wire::Request request;
+    request.op = wire::Op::kRead;
+    request.id = id;
+    request.version = max_version;
+    request.offset_bytes = offset_bytes;
+    request.length_bytes = length_bytes;
+    bool over_grpc = false;
+    Result<ChunkData> r = Call(request, {}, deadline, &over_grpc);
+    if (over_grpc) return grpc_->ReadChunk(id, max_version, offset_bytes, length_bytes, deadline);
+    return r;
+  }
+
+  Status DeleteChunks(InodeId inode, uint64_t from_stripe, uint64_t max_version,
+                      Clock::time_point deadline) override {
+    return grpc_->DeleteChunks(inode, from_stripe, max_version, deadline);
+  }
+
+  Result<WireEndpoint> GetWireEndpoint(Clock::time_point deadline) override {
+    return grpc_->GetWireEndpoint(deadline);
+  }
+
+ private:
+  // The server's endpoint: asked with Info when not known (or when port 0 was learnt more than
+  // kReprobe ago). Errors: Info's.
+  Result<WireEndpoint> Endpoint(Clock::time_point deadline) {
+    {
+      std::lock_guard lock(mu_);
+      if (known_ && (endpoint_.port != 0 || Clock::now() < reprobe_at_)) return endpoint_;
+    }
+    Result<WireEndpoint> asked = grpc_->GetWireEndpoint(deadline);
+    if (!asked.ok()) return asked.status();
+    std::lock_guard lock(mu_);
+    if (known_ && endpoint_.instance != asked->instance) DropIdleLocked();
+    endpoint_ = *asked;
+    known_ = true;
+    reprobe_at_ = Clock::now() + kReprobe;
+    return endpoint_;
+  }
+
+  // Forgets the endpoint and the idle connections (the server restarted or went away).
+  void Forget() {
+    std::lock_guard lock(mu_);
+    known_ = false;
+    DropIdleLocked();
+  }
+
+  void DropIdleLocked() {
+    for (int fd : idle_) ::close(fd);
+    idle_.clear();
+  }
+
+  // A connection to `endpoint`: an idle one (*reused = true) or a new one whose hello carries
+  // endpoint.instance. Errors: kUnavailable.
+  Result<int> Acquire(const WireEndpoint& endpoint, Clock::time_point deadline, bool* reused) {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        const int fd = idle_.back();
+        idle_.pop_back();
+        *reused = true;
+        return fd;
+      }
+    }
+    *reused = false;
+    Result<int> fd = wire::Connect(host_, endpoint.port, deadline);
+    if (!fd.ok()) return fd.status();
+    std::array<std::byte, wire::kHelloBytes> frame;
+    Status s = wire::RecvAll(*fd, frame, deadline);
+    Result<wire::Hello> hello = s.ok() ? wire::DecodeHello(frame) : Result<wire::Hello>(s);
+    if (hello.ok() && hello->instance != endpoint.instance) {
+      hello = Unavailable("data server " + address_ + ": the chunk wire port now belongs to "
+                          "another process");
+    }
+    if (!hello.ok()) {
+      ::close(*fd);
+      return Unavailable("data server " + address_ + ": " + hello.status().message());
+    }
+    return *fd;
+  }
+
+  void Release(int fd) {
+    std::lock_guard lock(mu_);
+    if (idle_.size() < kMaxIdleConnections) {
+      idle_.push_back(fd);
+    } else {
+      ::close(fd);
+    }
+  }
+
+  // Sends `request` (with `payload` for a write) and reads the reply; for a read, the returned
+  // ChunkData holds the bytes. Sets *over_grpc (and returns nothing useful) when the server does
+  // not serve the wire. Errors: the server's status; kUnavailable when it cannot be reached or a
+  // connection fails; kInternal for a malformed reply.
+  Result<ChunkData> Call(const wire::Request& request, std::span<const std::byte> payload,
+                         Clock::time_point deadline, bool* over_grpc) {
+    Status last = Unavailable("data server " + address_ + ": no attempt");
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      Result<WireEndpoint> endpoint = Endpoint(deadline);
+      if (!endpoint.ok()) return endpoint.status();
+      if (endpoint->port == 0) {
+        *over_grpc = true;
+        return last;
+      }
+      bool reused = false;
+      Result<int> fd = Acquire(*endpoint, deadline, &reused);
+      if (!fd.ok()) {
+        // Refused, or another process's hello: the server may have restarted on a new port.
+        Forget();
+        last = fd.status();
+        if (Clock::now() >= deadline) break;
+        continue;
+      }
+      bool answered = false;  // the reply header came: the request reached the server
+      bool reusable = false;  // the whole reply was read: the connection is in step
+      Result<ChunkData> r = Exchange(*fd, request, payload, deadline, &answered, &reusable);
+      if (reusable) {
+        Release(*fd);
+      } else {
+        ::close(*fd);
+      }
+      if (answered || r.ok() || r.status().code() != Code::kUnavailable) return r;
+      last = r.status();
+      if (!reused || Clock::now() >= deadline) break;
+      // An idle connection the server had closed (a restart or shutdown): so are the other idle
+      // ones, and the port may have changed. Ask again, on a new connection.
+      Forget();
+    }
+    return last;
+  }
+
+  // One request and its reply on `fd`. Sets *answered once the reply header arrived, and
+  // *reusable when the whole reply was read and well formed (the connection can carry another).
+  Result<ChunkData> Exchange(int fd, const wire::Request& request,
+                             std::span<const std::byte> payload, Clock::time_point deadline,
+                             bool* answered, bool* reusable) {
+    const auto head = wire::EncodeRequest(request);
+    iovec out[2] = {{const_cast<std::byte*>(head.data()), head.size()},
+                    {const_cast<std::byte*>(payload.data()), payload.size()}};
+    auto failed = [&](const Status& s) {
+      return Unavailable("data server " + address_ + ": " + s.message());
+    };
+    auto malformed = [&](const std::string& what) {
+      return Internal("data server " + address_ + ": malformed chunk wire reply: " + what);
+    };
+    Status s = wire::SendAll(fd, out, 2, deadline);
+    if (!s.ok()) return failed(s);
+    std::array<std::byte, wire::kReplyBytes> frame;
+    s = wire::RecvAll(fd, frame, deadline);
+    if (!s.ok()) return failed(s);
+    *answered = true;
+    Result<wire::Reply> reply = wire::DecodeReply(frame);
+    if (!reply.ok()) return malformed(reply.status().message());
+    std::string message(reply->message_bytes, '\0');
+    s = wire::RecvAll(fd, std::as_writable_bytes(std::span<char>(message.data(), message.size())),
+                      deadline);
+    if (!s.ok()) return failed(s);
+    if (reply->code != Code::kOk) {
+      *reusable = true;  // DecodeReply checked that no data follows an error
+      return Status(reply->code, message);
+    }
+    if (request.op == wire::Op::kWrite) {
+      if (reply->data_bytes != 0) return malformed("a write reply with data");
+      *reusable = true;
+      return ChunkData{};
+    }
+    if (request.length_bytes != 0 && reply->data_bytes > request.length_bytes) {
+      return malformed(std::to_string(reply->data_bytes) + " bytes for a read of " +
+                       std::to_string(request.length_bytes));
+    }
+    // The one copy of the bytes in the client: from the socket to where the cache keeps them.
+    std::shared_ptr<std::byte[]> buffer(new std::byte[reply->data_bytes]);
+    s = wire::RecvAll(fd, std::span<std::byte>(buffer.get(), reply->data_bytes), deadline);
+    if (!s.ok()) return failed(s);
+    *reusable = true;
+    ChunkData data;
+    data.version = reply->version;
+    data.chunk_length_bytes = reply->chunk_length_bytes;
+    data.stripe_bytes = reply->stripe_bytes;
+    std::vector<std::span<const std::byte>> pieces;
+    if (reply->data_bytes > 0) pieces.emplace_back(buffer.get(), reply->data_bytes);
+    data.bytes = ChunkBytes(std::move(pieces), std::shared_ptr<const void>(buffer, buffer.get()));
+    return data;
+  }
+
+  const std::string address_;
+  std::string host_;
+  std::unique_ptr<DataClient> grpc_;
+
+  std::mutex mu_;  // guards the four below
+  bool known_ = false;
+  WireEndpoint endpoint_;
+  Clock::time_point reprobe_at_;
+  std::vector<int> idle_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire) {
+  std::unique_ptr<DataClient> grpc = NewGrpcDataClient(address);
+  if (!use_wire) return grpc;
+  return std::make_unique<WireDataClient>(address, std::move(grpc));
+}
+
+}  // namespace aquifer::client
