@@ -209,6 +209,9 @@ void WireServer::Impl::Serve(int fd) {
     s = Handle(fd, *request, &read_buf, &write_buf);
     served.fetch_add(1);
   }
+  // The peer sees the end now; the fd itself is closed when the thread is reaped, so its number
+  // cannot be reused while the threads map still names it.
+  ::shutdown(fd, SHUT_RDWR);
   std::lock_guard lock(mu);
   finished.push_back(fd);
 }

@@ -66,6 +66,41 @@ TEST_F(ClusterTest, ReadSurvivesTwoDataServerCrashes) {
   EXPECT_TRUE(*read == blob);
 }
 
+// A data server that accepts connections and answers nothing (SIGSTOP: what a hung or very slow
+// server looks like) costs a read one chunk timeout, then the stripe is decoded from the others;
+// writes go on with the server's chunk missing. Both over the chunk wire (the default) and gRPC.
+TEST_F(ClusterTest, ReadsAndWritesGoOnPastTwoDataServersThatStopAnswering) {
+  StartCluster();
+  for (const bool wire : {true, false}) {
+    SCOPED_TRACE(wire ? "chunk wire" : "gRPC");
+    ClientOptions options;
+    options.data_wire = wire;
+    options.chunk_timeout = std::chrono::milliseconds(500);
+    options.rpc_timeout = std::chrono::milliseconds(2000);  // chunk writes too
+    auto client = NewClient(options);
+    ASSERT_TRUE(client);
+    const std::string path = std::string("/paused-") + (wire ? "wire" : "grpc");
+    const std::string blob = RandomBytes(6 * kMiB + 123, /*seed=*/wire ? 17 : 18);
+    ASSERT_OK(client->WriteFile(path, blob, kRoot));
+    ASSERT_OK(cluster_->PauseDataServer(2));
+    ASSERT_OK(cluster_->PauseDataServer(5));
+    const auto start = std::chrono::steady_clock::now();
+    Result<std::string> read = client->ReadFile(path, kRoot);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == blob);
+    EXPECT_LT(took, std::chrono::seconds(10));
+    const std::string more = RandomBytes(3 * kMiB, /*seed=*/wire ? 19 : 20);
+    ASSERT_OK(client->WriteFile(path + ".2", more, kRoot));
+    read = client->ReadFile(path + ".2", kRoot);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == more);
+    ASSERT_OK(cluster_->PauseDataServer(2, false));
+    ASSERT_OK(cluster_->PauseDataServer(5, false));
+    ASSERT_OK(cluster_->WaitForUpDataServers(6));
+  }
+}
+
 TEST_F(ClusterTest, SmallReplicatedFilesSurviveTwoDataServerCrashes) {
   StartCluster();
   auto client = NewClient();

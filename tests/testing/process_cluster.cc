@@ -257,6 +257,13 @@ Status ProcessCluster::StopDataServer(int i) {
   return OkStatus();
 }
 
+Status ProcessCluster::PauseDataServer(int i, bool pause) {
+  if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
+  if (data_[i].pid <= 0) return InvalidArgument("server " + std::to_string(i) + " is not running");
+  if (kill(data_[i].pid, pause ? SIGSTOP : SIGCONT) != 0) return Internal("kill failed");
+  return OkStatus();
+}
+
 Status ProcessCluster::RestartDataServer(int i) {
   if (i < 0 || i >= static_cast<int>(data_.size())) return InvalidArgument("no such server");
   Proc& p = data_[i];

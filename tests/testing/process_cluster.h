@@ -87,6 +87,9 @@ class ProcessCluster {
   Status CrashDataServer(int i);
   // SIGTERM of data server i; waits for it to exit.
   Status StopDataServer(int i);
+  // SIGSTOP (pause) or SIGCONT (!pause) of data server i: a server that accepts connections and
+  // answers nothing, as a slow one does. kill -9 and the destructor work on a paused server.
+  Status PauseDataServer(int i, bool pause = true);
   // Starts data server i again on its old directory (so the same server id) and waits until the
   // cluster map shows it up.
   Status RestartDataServer(int i);

@@ -70,11 +70,8 @@ class DataServiceImpl final : public rpc::DataService::Service {
  public:
   explicit DataServiceImpl(DataServer* core) : core_(core) {}
 
-  // The chunk wire's port and hello token, reported by Info (port 0: not served).
-  void SetWire(uint16_t port, uint64_t instance) {
-    wire_port_ = port;
-    wire_instance_ = instance;
-  }
+  // The chunk wire's listener, reported by Info (null: not served). Set before serving.
+  void SetWire(const WireServer* wire) { wire_ = wire; }
 
   grpc::Status WriteChunk(grpc::ServerContext*, const rpc::WriteChunkRequest* req,
                           rpc::WriteChunkResponse* resp) override {
@@ -196,8 +193,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
     resp->set_corrupt_repaired(scrub.corrupt_repaired);
     resp->set_chunks_backfilled(scrub.chunks_backfilled);
     resp->set_bytes_backfilled(scrub.bytes_backfilled);
-    resp->set_wire_port(wire_port_);
-    resp->set_wire_instance(wire_instance_);
+    if (wire_ != nullptr) {
+      resp->set_wire_port(wire_->port());
+      resp->set_wire_instance(wire_->instance());
+      resp->set_wire_requests(wire_->requests_served());
+    }
     return Reply(OkStatus(), resp);
   }
 
@@ -208,8 +208,7 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return grpc::Status::OK;
   }
   DataServer* core_;
-  uint16_t wire_port_ = 0;  // set before the server starts serving
-  uint64_t wire_instance_ = 0;
+  const WireServer* wire_ = nullptr;
 };
 
 Status FromRpc(const grpc::Status& g, const rpc::RpcStatus& s, const char* what) {
@@ -436,7 +435,7 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
         host, static_cast<uint16_t>(options.wire_port), &impl->core->store(), instance);
     if (!wire.ok()) return wire.status();
     impl->wire = std::move(*wire);
-    impl->service->SetWire(impl->wire->port(), instance);
+    impl->service->SetWire(impl->wire.get());
   }
 
   grpc::ServerBuilder builder;
