@@ -207,7 +207,7 @@ void WireServer::Impl::Serve(int fd) {
       break;
     }
     s = Handle(fd, *request, &read_buf, &write_buf);
-    served.fetch_add(1);
+    if (s.ok()) served.fetch_add(1);
   }
   // The peer sees the end now; the fd itself is closed when the thread is reaped, so its number
   // cannot be reused while the threads map still names it.

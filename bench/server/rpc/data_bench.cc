@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 
 #include "aquifer/units.h"
 #include "data.grpc.pb.h"
+#include "client/rpc/data_client.h"
 #include "server/chunk_store/chunk_store.h"
 #include "server/rpc/grpc_data_server.h"
 #include "testing/rpc/service_host.h"
@@ -190,6 +192,34 @@ Row GrpcRead(const std::string& address, uint64_t ino, size_t n, size_t bytes, i
   }
   for (auto& t : ts) t.join();
   return {name, bytes, n, Seconds(t0)};
+}
+
+// The client library's DataClient over gRPC (`wire` false) or the chunk wire: `threads` callers
+// each write (when `write`) or read [0, read_bytes) of count/threads chunks.
+Row ClientCalls(client::DataClient& dc, uint64_t ino, const std::vector<std::string>& blobs,
+                bool write, uint64_t read_bytes, int threads) {
+  std::atomic<size_t> next{0};
+  const client::ChunkPlacement placement{6, 0, 4, 2, 1 << 20, 4 << 20, false};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < blobs.size();) {
+        const ChunkId id{InodeId(ino), i, 0};
+        const auto deadline = Clock::now() + std::chrono::seconds(30);
+        if (write) {
+          const auto* p = reinterpret_cast<const std::byte*>(blobs[i].data());
+          Check(dc.WriteChunk(id, 1, 0, {p, blobs[i].size()}, false, placement, deadline).ok(),
+                "client write");
+        } else {
+          Result<client::ChunkData> r = dc.ReadChunk(id, 0, 0, read_bytes, deadline);
+          Check(r.ok() && r->bytes.size() == read_bytes, "client read");
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  return {"", write ? blobs[0].size() : read_bytes, blobs.size(), Seconds(t0)};
 }
 
 }  // namespace
@@ -363,6 +393,50 @@ int main(int argc, char** argv) {
         r.name = "grpc read (warm)" + tag + th;
         rows.push_back(r);
       }
+    }
+    // The client library's two transports to the same server, alternating which goes first.
+    std::unique_ptr<client::DataClient> clients[2] = {client::NewDataClient(address, false),
+                                                      client::NewDataClient(address, true)};
+    const char* names[2] = {"grpc", "wire"};
+    std::map<std::string, double> best;  // ops/s, best of 3
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        const int which = (round + k) % 2;
+        client::DataClient& dc = *clients[which];
+        for (uint64_t bytes : {1 * kMiB, 64 * kKiB}) {
+          const size_t n = std::max<size_t>(16, size_t(scale * (bytes == kMiB ? 128 : 1024)));
+          std::vector<std::string> blobs;
+          for (size_t i = 0; i < n; ++i) blobs.push_back(RandomBytes(bytes, i % 64));
+          const uint64_t ino = 9000 + which * 10 + (bytes == kMiB ? 1 : 2);
+          const std::string tag = bytes == kMiB ? " 1MiB" : " 64KiB";
+          for (int threads : {1, 4}) {
+            const std::string th = " x" + std::to_string(threads);
+            Row w = ClientCalls(dc, ino, blobs, true, 0, threads);
+            w.name = std::string("client ") + names[which] + " write" + tag + th;
+            best[w.name] = std::max(best[w.name], w.ops_s());
+            Row r = ClientCalls(dc, ino, blobs, false, bytes, threads);
+            r.name = std::string("client ") + names[which] + " read" + tag + th;
+            best[r.name] = std::max(best[r.name], r.ops_s());
+            if (bytes == 64 * kKiB) {
+              Row small = ClientCalls(dc, ino, blobs, false, 4 * kKiB, threads);
+              small.name = std::string("client ") + names[which] + " read 4KiB" + th;
+              best[small.name] = std::max(best[small.name], small.ops_s());
+            }
+          }
+        }
+      }
+    }
+    for (const auto& [name, ops] : best) {
+      const uint64_t bytes = name.find("4KiB") != std::string::npos    ? 4 * kKiB
+                             : name.find("64KiB") != std::string::npos ? 64 * kKiB
+                                                                       : kMiB;
+      rows.push_back({name, bytes, 1000, 1000 / ops});
+    }
+    for (const auto& [name, ops] : best) {
+      if (name.rfind("client wire ", 0) != 0) continue;
+      const std::string rest = name.substr(std::string("client wire ").size());
+      const double grpc = best["client grpc " + rest];
+      if (grpc > 0) extra["wire_vs_grpc " + rest] = ops / grpc;
     }
     (*server)->Shutdown();
   }
