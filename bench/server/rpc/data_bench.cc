@@ -427,8 +427,8 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& [name, ops] : best) {
-      const uint64_t bytes = name.find("4KiB") != std::string::npos    ? 4 * kKiB
-                             : name.find("64KiB") != std::string::npos ? 64 * kKiB
+      const uint64_t bytes = name.find("64KiB") != std::string::npos  ? 64 * kKiB
+                             : name.find(" 4KiB") != std::string::npos ? 4 * kKiB
                                                                        : kMiB;
       rows.push_back({name, bytes, 1000, 1000 / ops});
     }
