@@ -23,12 +23,61 @@
 namespace aquifer::server {
 namespace {
 
-// A connection waits this long for the next request, and a started frame must finish within it.
-constexpr std::chrono::hours kIdle{24};
-constexpr std::chrono::seconds kFrameTimeout{60};
+// A started frame (a request's bytes, a reply's send) must move within this, or the connection
+// ends; between requests a connection may stay idle for any time.
+constexpr int kFrameTimeoutSeconds = 60;
 // A connection keeps a write buffer up to this size between requests (bytes); a larger one is
 // freed after its request.
 constexpr uint64_t kKeptBufferBytes = 4ull << 20;
+
+// Blocking I/O on a connection whose SO_RCVTIMEO / SO_SNDTIMEO are kFrameTimeoutSeconds: one
+// system call per transfer in the common case (no poll before it, no EAGAIN after it).
+// Shutdown() wakes both with shutdown(2). Errors: kUnavailable.
+Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping) {
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, MSG_WAITALL);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Unavailable("chunk wire: connection closed");
+    if (errno == EINTR) continue;
+    // An idle connection between requests just waits on; a frame cut off in the middle ends.
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && idle && got == 0 && !stopping) continue;
+    return Unavailable(std::string("chunk wire: recv: ") + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+Status WriteFull(int fd, iovec* iov, int iov_count) {
+  while (iov_count > 0) {
+    if (iov->iov_len == 0) {
+      ++iov;
+      --iov_count;
+      continue;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iov_count);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Unavailable(std::string("chunk wire: send: ") + std::strerror(errno));
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iov_count;
+    }
+    if (left > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return OkStatus();
+}
 
 ChunkPlacement FromWire(const wire::WirePlacement& p) {
   if (p.pg_width == 0) return ChunkPlacement{};
@@ -173,6 +222,9 @@ void WireServer::Impl::Accept() {
     ReapFinished();
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const timeval frame_timeout{kFrameTimeoutSeconds, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &frame_timeout, sizeof frame_timeout);
     std::lock_guard lock(mu);
     if (threads.size() >= max_connections) {
       Logger("data")->warn("chunk wire refused a connection: {} open", threads.size());
@@ -188,10 +240,10 @@ void WireServer::Impl::Serve(int fd) {
   std::string read_buf, write_buf;
   const auto hello = wire::EncodeHello({wire::kProtocolVersion, instance});
   iovec iov{const_cast<std::byte*>(hello.data()), hello.size()};
-  Status s = wire::SendAll(fd, &iov, 1, std::chrono::steady_clock::now() + kFrameTimeout);
+  Status s = WriteFull(fd, &iov, 1);
   while (s.ok() && !stopping) {
     std::array<std::byte, wire::kRequestBytes> frame;
-    s = wire::RecvAll(fd, frame, std::chrono::steady_clock::now() + kIdle);
+    s = ReadFull(fd, frame, /*idle=*/true, stopping);
     if (!s.ok()) break;  // the peer closed, or shutdown
     Result<wire::Request> request = wire::DecodeRequest(frame);
     if (!request.ok()) {
@@ -203,7 +255,7 @@ void WireServer::Impl::Serve(int fd) {
       const auto reply = wire::EncodeReply({Code::kInvalidArgument, n});
       iovec out[2] = {{const_cast<std::byte*>(reply.data()), reply.size()},
                       {const_cast<char*>(text.data()), n}};
-      (void)wire::SendAll(fd, out, 2, std::chrono::steady_clock::now() + kFrameTimeout);
+      (void)WriteFull(fd, out, 2);
       break;
     }
     s = Handle(fd, *request, &read_buf, &write_buf);
@@ -218,16 +270,15 @@ void WireServer::Impl::Serve(int fd) {
 
 Status WireServer::Impl::Handle(int fd, const wire::Request& request, std::string* read_buf,
                                 std::string* write_buf) {
-  const auto deadline = std::chrono::steady_clock::now() + kFrameTimeout;
   wire::Reply reply;
   Status status = OkStatus();
   std::string_view data;
   if (request.op == wire::Op::kWrite) {
     // Bytes that arrive here are the chunk; the store copies them to its file.
     write_buf->resize(request.payload_bytes);
-    AQ_RETURN_IF_ERROR(wire::RecvAll(
+    AQ_RETURN_IF_ERROR(ReadFull(
         fd, std::as_writable_bytes(std::span<char>(write_buf->data(), write_buf->size())),
-        deadline));
+        /*idle=*/false, stopping));
     status = store->Write(request.id, request.version, request.committed_version, *write_buf,
                           request.sync, FromWire(request.placement));
     if (write_buf->capacity() > kKeptBufferBytes) std::string().swap(*write_buf);
@@ -252,7 +303,7 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request, std::strin
   iovec out[3] = {{const_cast<std::byte*>(head.data()), head.size()},
                   {const_cast<char*>(text.data()), reply.message_bytes},
                   {const_cast<char*>(data.data()), data.size()}};
-  Status sent = wire::SendAll(fd, out, 3, deadline);
+  Status sent = WriteFull(fd, out, 3);
   if (read_buf->capacity() > kKeptBufferBytes) std::string().swap(*read_buf);
   return sent;
 }

@@ -225,7 +225,8 @@ Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline) {
   return OkStatus();
 }
 
-Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline) {
+Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_first) {
+  if (wait_first && !out.empty()) AQ_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline));
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, MSG_DONTWAIT);

@@ -100,13 +100,15 @@ Result<Reply> DecodeReply(std::span<const std::byte> bytes);
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// Blocking socket I/O on `fd` (any mode; waits with poll) that ends by `deadline`.
+// Socket I/O on `fd` (any mode; waits with poll) that ends by `deadline`.
 // SendAll writes every byte of `iov` (modified as it goes: the array is consumed), with
-// MSG_NOSIGNAL. RecvAll fills `out` completely.
+// MSG_NOSIGNAL. RecvAll fills `out` completely; with `wait_first` it polls before its first
+// recv (one system call fewer when the bytes are known not to be there yet, as for a reply just
+// after its request was sent).
 // Errors: kUnavailable with "timed out", "connection closed" (the peer closed before all bytes
 // came) or the errno text; the connection must then be closed (a frame may be half sent).
 Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline);
-Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline);
+Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_first = false);
 
 // Connects a TCP socket to `host`:`port` (a numeric IPv4 or IPv6 address, or a name), with
 // TCP_NODELAY, by `deadline`. Returns the connected fd (the caller closes it).

@@ -210,7 +210,7 @@ class WireDataClient final : public DataClient {
     Status s = wire::SendAll(fd, out, 2, deadline);
     if (!s.ok()) return failed(s);
     std::array<std::byte, wire::kReplyBytes> frame;
-    s = wire::RecvAll(fd, frame, deadline);
+    s = wire::RecvAll(fd, frame, deadline, /*wait_first=*/true);
     if (!s.ok()) return failed(s);
     *answered = true;
     Result<wire::Reply> reply = wire::DecodeReply(frame);
