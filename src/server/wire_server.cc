@@ -259,7 +259,6 @@ void WireServer::Impl::Serve(int fd) {
       break;
     }
     s = Handle(fd, *request, &read_buf, &write_buf);
-    if (s.ok()) served.fetch_add(1);
   }
   // The peer sees the end now; the fd itself is closed when the thread is reaped, so its number
   // cannot be reused while the threads map still names it.
@@ -295,6 +294,7 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request, std::strin
       status = r.status();
     }
   }
+  served.fetch_add(1);  // before the reply, so a client that saw it sees the count too
   const std::string& text = status.message();
   reply.code = status.code();
   reply.message_bytes =

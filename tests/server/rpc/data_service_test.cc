@@ -353,9 +353,10 @@ class RawWire {
         fd_, std::as_writable_bytes(std::span<char>(message.data(), message.size())), Soon()));
     return std::make_pair(*reply, message);
   }
+  // Whether the server closes the connection (within 10 s) instead of sending more.
   bool ClosedByPeer() {
-    std::byte b;
-    return ::recv(fd_, &b, 1, 0) == 0;
+    std::array<std::byte, 1> b;
+    return wire::RecvAll(fd_, b, Soon()).message().find("connection closed") != std::string::npos;
   }
   void Close() {
     ::close(fd_);
