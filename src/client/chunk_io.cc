@@ -405,23 +405,28 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
     std::memset(out.data() + n, 0, out.size() - n);
   };
   if (bound_is_committed && max_version != 0 && copies > 1) {
+    // The first copy is asked on the caller's thread, with the hedge as its deadline: a small
+    // file's read costs no hand-off to a pool thread and back. When it fails or is late, every
+    // copy is asked from the pool, the first again (a late answer is not lost, only asked twice).
     const uint32_t first = static_cast<uint32_t>((inode.value() + stripe) % copies);
-    submit(first);
-    std::unique_lock lock(gather->mu);
-    const bool answered = gather->cv.wait_for(lock, std::min(kReplicaHedge, options_.chunk_timeout),
-                                              [&] { return gather->done > 0; });
-    if (answered) {
-      Result<ChunkData>& r = *gather->results[first];
+    Result<std::shared_ptr<DataClient>> client = ClientFor(targets[first], map);
+    if (client.ok()) {
+      chunk_rpcs_.fetch_add(1);
+      Result<ChunkData> r = (*client)->ReadChunk(
+          ChunkId{inode, stripe, first}, max_version, begin, out.size(),
+          std::min(deadline, Clock::now() + kReplicaHedge));
       if (r.ok() && r->version == max_version) {
-        ChunkData current = std::move(*r);
-        lock.unlock();
-        fill(current);
+        fill(*r);
         return OkStatus();
       }
+      if (r.ok() || r.status().code() != Code::kUnavailable) {
+        std::lock_guard lock(gather->mu);
+        gather->results[first].emplace(std::move(r));  // an answer: not asked again
+        ++gather->done;
+      }
     }
-    lock.unlock();
     for (uint32_t p = 0; p < copies; ++p) {
-      if (p != first) submit(p);
+      if (p != first || !gather->results[first]) submit(p);
     }
   } else {
     for (uint32_t p = 0; p < copies; ++p) submit(p);

@@ -95,7 +95,8 @@ class ChunkIo {
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
 
-  // How long a replicated read waits for its first copy before asking the others.
+  // How long a replicated read waits for its first copy (asked on the caller's thread) before
+  // asking every copy from the pool.
   static constexpr std::chrono::milliseconds kReplicaHedge{100};
 
  private:
