@@ -8,14 +8,13 @@
 
 #include "client/rpc/data_client.h"
 #include "wire/chunk_wire.h"
+#include "wire/connection.h"
 
 namespace aquifer::client {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Idle connections kept per server; more are closed when their call ends.
-constexpr size_t kMaxIdleConnections = 32;
 // How long a server found without the wire is served over gRPC before it is asked again.
 constexpr std::chrono::seconds kReprobe{30};
 
@@ -27,10 +26,6 @@ class WireDataClient final : public DataClient {
     if (host_.size() >= 2 && host_.front() == '[' && host_.back() == ']') {
       host_ = host_.substr(1, host_.size() - 2);
     }
-  }
-
-  ~WireDataClient() override {
-    for (int fd : idle_) ::close(fd);
   }
 
   Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
@@ -85,71 +80,37 @@ class WireDataClient final : public DataClient {
   }
 
  private:
-  // The server's endpoint: asked with Info when not known (or when port 0 was learnt more than
-  // kReprobe ago). Errors: Info's.
-  Result<WireEndpoint> Endpoint(Clock::time_point deadline) {
+  // The pool of connections to the server's chunk wire: made after an Info call when none is
+  // known (or when the server had no wire more than kReprobe ago). A null pool with
+  // *over_grpc set means the server serves no wire. Errors: Info's.
+  Result<std::shared_ptr<wire::ConnectionPool>> Pool(Clock::time_point deadline, bool* over_grpc) {
     {
       std::lock_guard lock(mu_);
-      if (known_ && (endpoint_.port != 0 || Clock::now() < reprobe_at_)) return endpoint_;
+      if (known_ && (pool_ != nullptr || Clock::now() < reprobe_at_)) {
+        *over_grpc = pool_ == nullptr;
+        return pool_;
+      }
     }
     Result<WireEndpoint> asked = grpc_->GetWireEndpoint(deadline);
     if (!asked.ok()) return asked.status();
     std::lock_guard lock(mu_);
-    if (known_ && endpoint_.instance != asked->instance) DropIdleLocked();
-    endpoint_ = *asked;
+    if (pool_ == nullptr || pool_->port() != asked->port ||
+        pool_->instance() != asked->instance) {
+      pool_ = asked->port == 0 ? nullptr
+                               : std::make_shared<wire::ConnectionPool>(host_, asked->port,
+                                                                        asked->instance);
+    }
     known_ = true;
     reprobe_at_ = Clock::now() + kReprobe;
-    return endpoint_;
+    *over_grpc = pool_ == nullptr;
+    return pool_;
   }
 
-  // Forgets the endpoint and the idle connections (the server restarted or went away).
+  // Forgets the endpoint (the server restarted or went away): the next call asks Info again.
   void Forget() {
     std::lock_guard lock(mu_);
     known_ = false;
-    DropIdleLocked();
-  }
-
-  void DropIdleLocked() {
-    for (int fd : idle_) ::close(fd);
-    idle_.clear();
-  }
-
-  // A connection to `endpoint`: an idle one (*reused = true) or a new one whose hello carries
-  // endpoint.instance. Errors: kUnavailable.
-  Result<int> Acquire(const WireEndpoint& endpoint, Clock::time_point deadline, bool* reused) {
-    {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        const int fd = idle_.back();
-        idle_.pop_back();
-        *reused = true;
-        return fd;
-      }
-    }
-    *reused = false;
-    Result<int> fd = wire::Connect(host_, endpoint.port, deadline);
-    if (!fd.ok()) return fd.status();
-    std::array<std::byte, wire::kHelloBytes> frame;
-    Status s = wire::RecvAll(*fd, frame, deadline);
-    Result<wire::Hello> hello = s.ok() ? wire::DecodeHello(frame) : Result<wire::Hello>(s);
-    if (hello.ok() && hello->instance != endpoint.instance) {
-      hello = Unavailable("data server " + address_ + ": the chunk wire port now belongs to "
-                          "another process");
-    }
-    if (!hello.ok()) {
-      ::close(*fd);
-      return Unavailable("data server " + address_ + ": " + hello.status().message());
-    }
-    return *fd;
-  }
-
-  void Release(int fd) {
-    std::lock_guard lock(mu_);
-    if (idle_.size() < kMaxIdleConnections) {
-      idle_.push_back(fd);
-    } else {
-      ::close(fd);
-    }
+    if (pool_ != nullptr) pool_->DropIdle();
   }
 
   // Sends `request` (with `payload` for a write) and reads the reply; for a read, the returned
@@ -160,18 +121,15 @@ class WireDataClient final : public DataClient {
                          Clock::time_point deadline, bool* over_grpc) {
     Status last = Unavailable("data server " + address_ + ": no attempt");
     for (int attempt = 0; attempt < 3; ++attempt) {
-      Result<WireEndpoint> endpoint = Endpoint(deadline);
-      if (!endpoint.ok()) return endpoint.status();
-      if (endpoint->port == 0) {
-        *over_grpc = true;
-        return last;
-      }
+      Result<std::shared_ptr<wire::ConnectionPool>> pool = Pool(deadline, over_grpc);
+      if (!pool.ok()) return pool.status();
+      if (*over_grpc) return last;
       bool reused = false;
-      Result<int> fd = Acquire(*endpoint, deadline, &reused);
+      Result<int> fd = (*pool)->Acquire(deadline, &reused);
       if (!fd.ok()) {
         // Refused, or another process's hello: the server may have restarted on a new port.
         Forget();
-        last = fd.status();
+        last = Unavailable("data server " + address_ + ": " + fd.status().message());
         if (Clock::now() >= deadline) break;
         continue;
       }
@@ -179,15 +137,15 @@ class WireDataClient final : public DataClient {
       bool reusable = false;  // the whole reply was read: the connection is in step
       Result<ChunkData> r = Exchange(*fd, request, payload, deadline, &answered, &reusable);
       if (reusable) {
-        Release(*fd);
+        (*pool)->Release(*fd);
       } else {
         ::close(*fd);
       }
       if (answered || r.ok() || r.status().code() != Code::kUnavailable) return r;
       last = r.status();
       if (!reused || Clock::now() >= deadline) break;
-      // An idle connection the server had closed (a restart or shutdown): so are the other idle
-      // ones, and the port may have changed. Ask again, on a new connection.
+      // An idle connection that broke between its check and the request (a server restart):
+      // ask again, on a new connection.
       Forget();
     }
     return last;
@@ -251,11 +209,10 @@ class WireDataClient final : public DataClient {
   std::string host_;
   std::unique_ptr<DataClient> grpc_;
 
-  std::mutex mu_;  // guards the four below
+  std::mutex mu_;  // guards the three below
   bool known_ = false;
-  WireEndpoint endpoint_;
+  std::shared_ptr<wire::ConnectionPool> pool_;  // null: no wire (or not asked yet)
   Clock::time_point reprobe_at_;
-  std::vector<int> idle_;
 };
 
 }  // namespace
