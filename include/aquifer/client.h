@@ -132,6 +132,9 @@ struct ClientOptions {
   // Chunk reads and writes go over the chunk wire (docs/design.md "The chunk wire") to data
   // servers that serve it; false: every call over gRPC.
   bool data_wire = true;
+  // Metadata calls go over the metadata wire (docs/design.md "The metadata wire") when the
+  // server serves it; false: every call over gRPC.
+  bool meta_wire = true;
 };
 
 // An open file: created by Client::Open or Client::Create, ended by Client::Release.

@@ -51,7 +51,7 @@ Client::Impl::~Impl() {
 
 Status Client::Impl::Start() {
   meta_ = client::NewGrpcMetaClient(options_.meta_address, options_.rpc_timeout,
-                                     options_.attr_cache_ttl);
+                                     options_.attr_cache_ttl, options_.meta_wire);
   client::ChunkIo::Options io_options;
   io_options.chunk_timeout = options_.chunk_timeout;
   io_options.write_timeout = options_.rpc_timeout;

@@ -57,11 +57,12 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.log_file = std::string(value);
     } else if (key == "client_name") {
       opts.client_name = std::string(value);
-    } else if (key == "data_wire") {
+    } else if (key == "data_wire" || key == "meta_wire") {
       if (value != "0" && value != "1") {
-        return InvalidArgument("bad value '" + std::string(value) + "' for data_wire (0 or 1)");
+        return InvalidArgument("bad value '" + std::string(value) + "' for " + std::string(key) +
+                               " (0 or 1)");
       }
-      opts.data_wire = value == "1";
+      (key == "data_wire" ? opts.data_wire : opts.meta_wire) = value == "1";
     } else {
       opts.fuse_options.emplace_back(opt);
     }
@@ -139,7 +140,7 @@ const char* UsageText() {
   return "usage: aquifer-mount META_ADDR MOUNTPOINT [-f] [-d] [-o opt,...] [--log-level L] "
          "[--log-file F]\n"
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
-         "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1; other -o options go to FUSE\n"
+         "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1; other -o options go to FUSE\n"
          "  (ro, allow_other, ...). mount(8) words (rw, defaults, _netdev, noauto, nofail, x-*)\n"
          "  are ignored.\n";
 }

@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
     log->error("load failed: {}", service.status().ToString());
     return 1;
   }
-  auto server = MetaRpcServer::Start(service->get(), options->listen, options->rpc_threads);
+  auto server = MetaRpcServer::Start(service->get(), options->listen, options->rpc_threads,
+                                     options->wire == 1,
+                                     static_cast<uint16_t>(options->wire_port));
   if (!server.ok()) {
     log->error("start rpc failed: {}", server.status().ToString());
     return 1;
@@ -101,8 +103,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  log->info("serving address={} db={} k={} m={} unit_bytes={}", (*server)->address(),
-            options->db, options->k, options->m, options->unit_bytes);
+  log->info("serving address={} wire_port={} db={} k={} m={} unit_bytes={}",
+            (*server)->address(), (*server)->wire_port(), options->db, options->k, options->m,
+            options->unit_bytes);
 
   int sig = 0;
   sigwait(&signals, &sig);

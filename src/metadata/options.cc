@@ -25,6 +25,8 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
   options.Add("--cache-entries", &o.cache_entries, "inodes and dentries cached in memory");
   options.Add("--rpc-threads", &o.rpc_threads, "most gRPC server threads");
+  options.Add("--wire", &o.wire, "1: serve the metadata wire too; 0: gRPC only");
+  options.Add("--wire-port", &o.wire_port, "metadata wire TCP port (0: kernel chooses)");
   options.Add("--repair-delay-ms", &o.repair_delay_ms,
               "data server down this long (ms) has its PG positions repaired elsewhere");
   options.Add("--max-concurrent-moves", &o.max_concurrent_moves,
@@ -56,6 +58,8 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   if (o.heartbeat_timeout_ms < 10) return InvalidArgument("heartbeat-timeout-ms must be >= 10");
   if (o.session_ttl_ms < 10) return InvalidArgument("session-ttl-ms must be >= 10");
   if (o.rpc_threads < 1) return InvalidArgument("rpc-threads must be >= 1");
+  if (o.wire > 1) return InvalidArgument("wire must be 0 or 1");
+  if (o.wire_port > 65535) return InvalidArgument("wire-port must be in 0..65535");
   if (o.max_concurrent_moves < 1) return InvalidArgument("max-concurrent-moves must be >= 1");
   return OkStatus();
 }

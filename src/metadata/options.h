@@ -22,6 +22,8 @@ struct MetaOptions {
   uint32_t session_ttl_ms = 10000;     // client session silent this long, ms -> expired
   std::string log_level = "info";      // trace, debug, info, warn, error, off
   uint64_t cache_entries = 1000000;    // inodes (and as many dentries) cached in memory, entries
+  uint32_t wire = 1;                   // 1: also serve the metadata wire (docs/design.md); 0: off
+  uint32_t wire_port = 0;              // its TCP port on listen's host; 0 = kernel chooses
   uint32_t rpc_threads = 64;           // most gRPC server threads serving requests, threads
   uint32_t repair_delay_ms = 30000;    // data server down this long, ms -> its positions repaired
   uint32_t max_concurrent_moves = 2;   // move tasks running at once per destination server, tasks

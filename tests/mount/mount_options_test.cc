@@ -69,11 +69,13 @@ TEST(MountOptionsTest, RejectsBadInputWithAMessage) {
             std::string::npos);
 }
 
-TEST(MountOptionsTest, DataWireIsOnByDefaultAndCanBeTurnedOff) {
+TEST(MountOptionsTest, WiresAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_TRUE(Parse({"h:1", "/m"})->data_wire);
-  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "data_wire=0"});
+  EXPECT_TRUE(Parse({"h:1", "/m"})->meta_wire);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "data_wire=0,meta_wire=0"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_FALSE(o->data_wire);
+  EXPECT_FALSE(o->meta_wire);
   EXPECT_TRUE(o->fuse_options.empty());
 }
 

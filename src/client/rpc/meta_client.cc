@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,10 +14,13 @@
 #include <thread>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "aquifer/units.h"
 #include "meta.grpc.pb.h"
+#include "wire/connection.h"
+#include "wire/meta_wire.h"
 
 namespace aquifer::client {
 namespace {
@@ -69,6 +74,49 @@ Attributes FromPb(const pb::Attr& a) {
   return out;
 }
 
+template <class Req, class Resp>
+using StubMethod = grpc::Status (pb::MetaService::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+
+// The metadata wire's number of a stub method (src/wire/meta_wire.h), if it carries it.
+template <class Req, class Resp>
+std::optional<wire::MetaMethod> WireMethodOf(StubMethod<Req, Resp> m) {
+#define AQ_WIRE_METHOD(name, req_t, resp_t)                                              \
+  if constexpr (std::is_same_v<Req, pb::req_t> && std::is_same_v<Resp, pb::resp_t>) {   \
+    if (m == static_cast<StubMethod<Req, Resp>>(&pb::MetaService::Stub::name)) {         \
+      return wire::MetaMethod::k##name;                                                  \
+    }                                                                                    \
+  }
+  AQ_WIRE_METHOD(Lookup, LookupRequest, AttrResponse)
+  AQ_WIRE_METHOD(GetAttr, GetAttrRequest, AttrResponse)
+  AQ_WIRE_METHOD(SetAttr, SetAttrRequest, AttrResponse)
+  AQ_WIRE_METHOD(Create, CreateRequest, CreateResponse)
+  AQ_WIRE_METHOD(Mkdir, MkdirRequest, AttrResponse)
+  AQ_WIRE_METHOD(Symlink, SymlinkRequest, AttrResponse)
+  AQ_WIRE_METHOD(Link, LinkRequest, AttrResponse)
+  AQ_WIRE_METHOD(Unlink, RemoveRequest, RemoveResponse)
+  AQ_WIRE_METHOD(Rmdir, RemoveRequest, RemoveResponse)
+  AQ_WIRE_METHOD(Rename, RenameRequest, StatusResponse)
+  AQ_WIRE_METHOD(Readlink, ReadlinkRequest, ReadlinkResponse)
+  AQ_WIRE_METHOD(ReadDir, ReadDirRequest, ReadDirResponse)
+  AQ_WIRE_METHOD(GetXattr, XattrRequest, XattrResponse)
+  AQ_WIRE_METHOD(SetXattr, XattrRequest, XattrResponse)
+  AQ_WIRE_METHOD(ListXattr, XattrRequest, XattrResponse)
+  AQ_WIRE_METHOD(RemoveXattr, XattrRequest, XattrResponse)
+  AQ_WIRE_METHOD(StatFs, StatFsRequest, StatFsResponse)
+  AQ_WIRE_METHOD(Open, OpenRequest, OpenResponse)
+  AQ_WIRE_METHOD(Release, ReleaseRequest, StatusResponse)
+  AQ_WIRE_METHOD(ReleaseBatch, ReleaseBatchRequest, ReleaseBatchResponse)
+  AQ_WIRE_METHOD(Commit, CommitRequest, CommitResponse)
+  AQ_WIRE_METHOD(KeepAlive, SessionRequest, StatusResponse)
+  AQ_WIRE_METHOD(CloseSession, SessionRequest, StatusResponse)
+  AQ_WIRE_METHOD(SetLock, LockRequest, LockResponse)
+  AQ_WIRE_METHOD(GetLock, LockRequest, LockResponse)
+  AQ_WIRE_METHOD(GetClusterMap, ClusterMapRequest, ClusterMapResponse)
+  AQ_WIRE_METHOD(Sync, SyncRequest, StatusResponse)
+#undef AQ_WIRE_METHOD
+  return std::nullopt;
+}
+
 // What gRPC's synchronous server answers (RESOURCE_EXHAUSTED) when it cannot start a thread for a
 // call; the call was never handed to the service.
 constexpr std::string_view kThreadpoolExhausted = "Server Threadpool Exhausted";
@@ -76,8 +124,12 @@ constexpr std::string_view kThreadpoolExhausted = "Server Threadpool Exhausted";
 class GrpcMetaClient final : public MetaClient {
  public:
   GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds attr_cache_ttl)
-      : timeout_(timeout), attr_cache_ttl_(attr_cache_ttl) {
+                 std::chrono::milliseconds attr_cache_ttl, bool use_wire)
+      : timeout_(timeout), attr_cache_ttl_(attr_cache_ttl), use_wire_(use_wire) {
+    host_ = address.substr(0, address.rfind(':'));
+    if (host_.size() >= 2 && host_.front() == '[' && host_.back() == ']') {
+      host_ = host_.substr(1, host_.size() - 2);
+    }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
@@ -361,6 +413,19 @@ class GrpcMetaClient final : public MetaClient {
     // expires after its lease TTL: harmless to repeat.
     Status s = FromRpc(Call(&pb::MetaService::Stub::OpenSession, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
+    if (use_wire_) {
+      // The metadata wire of the server that gave this session (a restarted server has a new
+      // port and token).
+      std::lock_guard lock(wire_mu_);
+      if (resp.wire_port() == 0 || resp.wire_port() > UINT16_MAX) {
+        wire_pool_.reset();
+      } else if (!wire_pool_ || wire_pool_->port() != resp.wire_port() ||
+                 wire_pool_->instance() != resp.wire_instance()) {
+        wire_pool_ = std::make_shared<wire::ConnectionPool>(
+            host_, static_cast<uint16_t>(resp.wire_port()), resp.wire_instance());
+      }
+      wire_retry_at_ = {};
+    }
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
   }
 
@@ -453,6 +518,10 @@ class GrpcMetaClient final : public MetaClient {
                                                                     const Req&, Resp*),
                     const Req& req, Resp* resp, Retry retry) {
     const auto deadline = std::chrono::system_clock::now() + timeout_;
+    if (std::optional<wire::MetaMethod> id = WireMethodOf(method)) {
+      std::optional<grpc::Status> st = WireCall(*id, req, resp, retry);
+      if (st) return *st;
+    }
     std::chrono::milliseconds backoff(10);
     for (;;) {
       grpc::ClientContext ctx;
@@ -471,6 +540,73 @@ class GrpcMetaClient final : public MetaClient {
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
+  }
+
+  // One call on the metadata wire, when this client uses it and knows the server's endpoint.
+  // Returns nothing when the call should go over gRPC instead: no endpoint, no connection (the
+  // server may be restarting: gRPC waits for it; the wire is tried again a second later), a
+  // method the server does not carry, or a connection lost after sending a call that is safe to
+  // repeat (Retry::kYes: gRPC sends it again). A call not safe to repeat whose connection was lost
+  // after it went out is UNAVAILABLE, as gRPC reports it.
+  template <class Req, class Resp>
+  std::optional<grpc::Status> WireCall(wire::MetaMethod method, const Req& req, Resp* resp,
+                                       Retry retry) {
+    using SteadyClock = std::chrono::steady_clock;
+    std::shared_ptr<wire::ConnectionPool> pool;
+    {
+      std::lock_guard lock(wire_mu_);
+      if (!wire_pool_ || SteadyClock::now() < wire_retry_at_) return std::nullopt;
+      pool = wire_pool_;
+    }
+    std::string payload;
+    if (!req.SerializeToString(&payload) || payload.size() > wire::kMaxCallPayloadBytes) {
+      return std::nullopt;
+    }
+    const auto deadline = SteadyClock::now() + timeout_;
+    bool reused = false;
+    Result<int> fd = pool->Acquire(deadline, &reused);
+    if (!fd.ok()) {
+      std::lock_guard lock(wire_mu_);
+      wire_retry_at_ = SteadyClock::now() + std::chrono::seconds(1);
+      return std::nullopt;
+    }
+    auto lost = [&](const Status& s) -> std::optional<grpc::Status> {
+      ::close(*fd);
+      pool->DropIdle();
+      if (retry == Retry::kYes) return std::nullopt;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "metadata wire: " + s.message());
+    };
+    const auto head = wire::EncodeCall({method, static_cast<uint32_t>(payload.size())});
+    iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
+                    {payload.data(), payload.size()}};
+    Status s = wire::SendAll(*fd, iov, 2, deadline);
+    if (!s.ok()) return lost(s);
+    std::array<std::byte, wire::kCallHeaderBytes> frame;
+    s = wire::RecvAll(*fd, frame, deadline, /*wait_first=*/true);
+    if (!s.ok()) return lost(s);
+    Result<wire::CallReplyHeader> reply = wire::DecodeCallReply(frame);
+    if (!reply.ok()) {
+      ::close(*fd);
+      return grpc::Status(grpc::StatusCode::INTERNAL, reply.status().message());
+    }
+    std::string bytes(reply->payload_bytes, '\0');
+    s = wire::RecvAll(*fd, std::as_writable_bytes(std::span<char>(bytes.data(), bytes.size())),
+                      deadline);
+    if (!s.ok()) return lost(s);
+    pool->Release(*fd);
+    switch (reply->outcome) {
+      case wire::CallOutcome::kUnknownMethod:
+        return std::nullopt;
+      case wire::CallOutcome::kBadRequest:
+        return grpc::Status(grpc::StatusCode::INTERNAL,
+                            "metadata wire: the server could not parse the request");
+      case wire::CallOutcome::kOk:
+        break;
+    }
+    if (!resp->ParseFromString(bytes)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "metadata wire: unparsable response");
+    }
+    return grpc::Status::OK;
   }
 
   template <class Req>
@@ -652,6 +788,11 @@ class GrpcMetaClient final : public MetaClient {
 
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds attr_cache_ttl_;
+  const bool use_wire_;
+  std::string host_;
+  std::mutex wire_mu_;  // guards the two below
+  std::shared_ptr<wire::ConnectionPool> wire_pool_;  // from the last OpenSession; null: gRPC
+  std::chrono::steady_clock::time_point wire_retry_at_;  // no wire call before this
   std::unique_ptr<pb::MetaService::Stub> stub_;
   std::atomic<bool> batch_release_{true};  // false once the server said UNIMPLEMENTED
   std::mutex xattr_mu_;  // guards absent_xattrs_
@@ -665,8 +806,9 @@ class GrpcMetaClient final : public MetaClient {
 
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
-                                              std::chrono::milliseconds attr_cache_ttl) {
-  return std::make_unique<GrpcMetaClient>(address, timeout, attr_cache_ttl);
+                                              std::chrono::milliseconds attr_cache_ttl,
+                                              bool use_wire) {
+  return std::make_unique<GrpcMetaClient>(address, timeout, attr_cache_ttl, use_wire);
 }
 
 }  // namespace aquifer::client

@@ -111,9 +111,12 @@ class MetaClient {
 // made the inode): GetXattr of such a name answers kNoData without a round trip while that is
 // younger than attr_cache_ttl; this client's SetXattr/RemoveXattr drop it. 0 (the default)
 // caches nothing.
+// With `use_wire`, calls go over the metadata wire (src/wire/meta_wire.h) once an OpenSession
+// reply named its port, else (and whenever a wire connection cannot be made) over gRPC.
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds attr_cache_ttl =
-                                                  std::chrono::milliseconds(0));
+                                                  std::chrono::milliseconds(0),
+                                              bool use_wire = false);
 
 }  // namespace aquifer::client

@@ -4,10 +4,17 @@
 #include <grpcpp/resource_quota.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <random>
 
 #include "aquifer/units.h"
+#include "common/logging.h"
 #include "meta.grpc.pb.h"
+#include "wire/connection.h"
+#include "wire/meta_wire.h"
 
 namespace aquifer::meta {
 namespace {
@@ -104,6 +111,12 @@ LockArgs FromPb(const pb::LockRequest& r) {
 class ServiceImpl final : public pb::MetaService::Service {
  public:
   explicit ServiceImpl(MetadataService* svc) : svc_(svc) {}
+
+  // The metadata wire's port and hello token, told to clients by OpenSession. Set before serving.
+  void SetWire(uint16_t port, uint64_t instance) {
+    wire_port_ = port;
+    wire_instance_ = instance;
+  }
 
   grpc::Status Lookup(grpc::ServerContext*, const pb::LookupRequest* req,
                       pb::AttrResponse* resp) override {
@@ -340,6 +353,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (r.ok()) {
       resp->set_session(r->session.value());
       resp->set_lease_ttl_ms(r->lease_ttl_ms);
+      resp->set_wire_port(wire_port_);
+      resp->set_wire_instance(wire_instance_);
     }
     return grpc::Status::OK;
   }
@@ -532,22 +547,142 @@ class ServiceImpl final : public pb::MetaService::Service {
 
  private:
   MetadataService* svc_;
+  uint16_t wire_port_ = 0;
+  uint64_t wire_instance_ = 0;
 };
 
 }  // namespace
 
+// The metadata wire (src/wire/meta_wire.h): method number -> parse the request, run the same
+// handler gRPC runs, serialize the response. Handlers take no notice of their ServerContext.
+class WireDispatch {
+ public:
+  explicit WireDispatch(ServiceImpl* service) : service_(service) {
+    using M = wire::MetaMethod;
+    Add(M::kLookup, &ServiceImpl::Lookup);
+    Add(M::kGetAttr, &ServiceImpl::GetAttr);
+    Add(M::kSetAttr, &ServiceImpl::SetAttr);
+    Add(M::kCreate, &ServiceImpl::Create);
+    Add(M::kMkdir, &ServiceImpl::Mkdir);
+    Add(M::kSymlink, &ServiceImpl::Symlink);
+    Add(M::kLink, &ServiceImpl::Link);
+    Add(M::kUnlink, &ServiceImpl::Unlink);
+    Add(M::kRmdir, &ServiceImpl::Rmdir);
+    Add(M::kRename, &ServiceImpl::Rename);
+    Add(M::kReadlink, &ServiceImpl::Readlink);
+    Add(M::kReadDir, &ServiceImpl::ReadDir);
+    Add(M::kGetXattr, &ServiceImpl::GetXattr);
+    Add(M::kSetXattr, &ServiceImpl::SetXattr);
+    Add(M::kListXattr, &ServiceImpl::ListXattr);
+    Add(M::kRemoveXattr, &ServiceImpl::RemoveXattr);
+    Add(M::kStatFs, &ServiceImpl::StatFs);
+    Add(M::kOpen, &ServiceImpl::Open);
+    Add(M::kRelease, &ServiceImpl::Release);
+    Add(M::kReleaseBatch, &ServiceImpl::ReleaseBatch);
+    Add(M::kCommit, &ServiceImpl::Commit);
+    Add(M::kKeepAlive, &ServiceImpl::KeepAlive);
+    Add(M::kCloseSession, &ServiceImpl::CloseSession);
+    Add(M::kSetLock, &ServiceImpl::SetLock);
+    Add(M::kGetLock, &ServiceImpl::GetLock);
+    Add(M::kGetClusterMap, &ServiceImpl::GetClusterMap);
+    Add(M::kSync, &ServiceImpl::Sync);
+  }
+
+  // Serves one connection: call frames until the peer closes or a header fails to decode.
+  void Serve(int fd, const std::atomic<bool>& stopping) const {
+    constexpr size_t kKeptBufferBytes = 4u << 20;
+    std::string in, out;
+    for (;;) {
+      std::array<std::byte, wire::kCallHeaderBytes> head;
+      if (!wire::ReadFull(fd, head, /*idle=*/true, stopping).ok()) return;
+      Result<wire::CallHeader> call = wire::DecodeCall(head);
+      if (!call.ok()) {
+        Logger("meta")->warn("metadata wire rejected a frame: {}", call.status().ToString());
+        return;  // the framing cannot be trusted after a bad header
+      }
+      in.resize(call->payload_bytes);
+      if (!wire::ReadFull(fd, std::as_writable_bytes(std::span<char>(in.data(), in.size())),
+                          /*idle=*/false, stopping)
+               .ok()) {
+        return;
+      }
+      out.clear();
+      wire::CallReplyHeader reply;
+      const auto& run = table_[static_cast<size_t>(call->method)];
+      if (!run) {
+        reply.outcome = wire::CallOutcome::kUnknownMethod;
+      } else if (!run(in, &out)) {
+        reply.outcome = wire::CallOutcome::kBadRequest;
+        out.clear();
+      } else if (out.size() > wire::kMaxCallPayloadBytes) {
+        Logger("meta")->error("metadata wire reply of {} bytes is over the limit", out.size());
+        return;
+      } else {
+        reply.payload_bytes = static_cast<uint32_t>(out.size());
+      }
+      const auto reply_head = wire::EncodeCallReply(reply);
+      iovec iov[2] = {{const_cast<std::byte*>(reply_head.data()), reply_head.size()},
+                      {out.data(), out.size()}};
+      if (!wire::WriteFull(fd, iov, 2).ok()) return;
+      if (in.capacity() > kKeptBufferBytes) std::string().swap(in);
+      if (out.capacity() > kKeptBufferBytes) std::string().swap(out);
+    }
+  }
+
+ private:
+  using Run = std::function<bool(std::string_view in, std::string* out)>;
+
+  template <class Req, class Resp>
+  void Add(wire::MetaMethod method,
+           grpc::Status (ServiceImpl::*handler)(grpc::ServerContext*, const Req*, Resp*)) {
+    ServiceImpl* service = service_;
+    table_[static_cast<size_t>(method)] = [service, handler](std::string_view in,
+                                                             std::string* out) {
+      Req req;
+      if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return false;
+      Resp resp;
+      grpc::ServerContext ctx;
+      (service->*handler)(&ctx, &req, &resp);
+      return resp.SerializeToString(out);
+    };
+  }
+
+  ServiceImpl* service_;
+  std::array<Run, static_cast<size_t>(wire::MetaMethod::kEnd)> table_;
+};
+
 struct MetaRpcServer::Impl {
   std::unique_ptr<ServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<WireDispatch> dispatch;
+  std::unique_ptr<wire::Listener> wire;  // null when the metadata wire is off
   bool stopped = false;
 };
 
 Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* service,
                                                             const std::string& listen,
-                                                            uint32_t threads) {
+                                                            uint32_t threads, bool wire,
+                                                            uint16_t wire_port) {
   std::unique_ptr<MetaRpcServer> out(new MetaRpcServer());
   out->impl_ = std::make_unique<Impl>();
   out->impl_->service = std::make_unique<ServiceImpl>(service);
+  if (wire) {
+    // On the gRPC address's host; clients learn the port from OpenSession.
+    std::string host = listen.substr(0, listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    out->impl_->dispatch = std::make_unique<WireDispatch>(out->impl_->service.get());
+    std::random_device random;
+    const uint64_t instance = (static_cast<uint64_t>(random()) << 32) ^ random();
+    const WireDispatch* dispatch = out->impl_->dispatch.get();
+    Result<std::unique_ptr<wire::Listener>> listener = wire::Listener::Start(
+        "metadata wire", host, wire_port, instance,
+        [dispatch](int fd, const std::atomic<bool>& stopping) { dispatch->Serve(fd, stopping); });
+    if (!listener.ok()) return listener.status();
+    out->impl_->wire = std::move(*listener);
+    out->impl_->service->SetWire(out->impl_->wire->port(), instance);
+  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
@@ -576,9 +711,13 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
   return out;
 }
 
+uint16_t MetaRpcServer::wire_port() const { return impl_->wire ? impl_->wire->port() : 0; }
+
 void MetaRpcServer::Shutdown() {
   if (impl_->stopped) return;
   impl_->stopped = true;
+  if (impl_->wire) impl_->wire->Shutdown();
+  if (!impl_->server) return;  // Start failed
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   impl_->server->Wait();
 }

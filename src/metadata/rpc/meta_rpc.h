@@ -13,15 +13,20 @@ namespace aquifer::meta {
 class MetaRpcServer {
  public:
   // Starts serving `service` (not owned; must outlive the server) at `listen` ("HOST:PORT", port
-  // 0 = kernel chooses) with at most `threads` request threads. Errors: kUnavailable when the
-  // address cannot be bound.
+  // 0 = kernel chooses) with at most `threads` gRPC request threads, and, with `wire`, the
+  // metadata wire (src/wire/meta_wire.h; one thread per connection) on listen's host at
+  // `wire_port` (0 = kernel chooses; OpenSession tells clients the port). Errors: kUnavailable
+  // when an address cannot be bound.
   static Result<std::unique_ptr<MetaRpcServer>> Start(MetadataService* service,
                                                       const std::string& listen,
-                                                      uint32_t threads);
+                                                      uint32_t threads, bool wire = true,
+                                                      uint16_t wire_port = 0);
   ~MetaRpcServer();
 
   // The bound "HOST:PORT".
   const std::string& address() const { return address_; }
+  // The metadata wire's bound port (0: not served).
+  uint16_t wire_port() const;
   // Stops accepting calls and waits (bounded) for running ones. Idempotent.
   void Shutdown();
 
