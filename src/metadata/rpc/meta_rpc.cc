@@ -623,6 +623,7 @@ class WireDispatch {
       const auto reply_head = wire::EncodeCallReply(reply);
       iovec iov[2] = {{const_cast<std::byte*>(reply_head.data()), reply_head.size()},
                       {out.data(), out.size()}};
+      calls_.fetch_add(1);
       if (!wire::WriteFull(fd, iov, 2).ok()) return;
       if (in.capacity() > kKeptBufferBytes) std::string().swap(in);
       if (out.capacity() > kKeptBufferBytes) std::string().swap(out);
@@ -649,6 +650,10 @@ class WireDispatch {
 
   ServiceImpl* service_;
   std::array<Run, static_cast<size_t>(wire::MetaMethod::kEnd)> table_;
+  mutable std::atomic<uint64_t> calls_{0};
+
+ public:
+  uint64_t calls() const { return calls_.load(); }
 };
 
 struct MetaRpcServer::Impl {
@@ -712,6 +717,7 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
 }
 
 uint16_t MetaRpcServer::wire_port() const { return impl_->wire ? impl_->wire->port() : 0; }
+uint64_t MetaRpcServer::wire_calls() const { return impl_->dispatch ? impl_->dispatch->calls() : 0; }
 
 void MetaRpcServer::Shutdown() {
   if (impl_->stopped) return;

@@ -27,6 +27,8 @@ class MetaRpcServer {
   const std::string& address() const { return address_; }
   // The metadata wire's bound port (0: not served).
   uint16_t wire_port() const;
+  // Calls the metadata wire has answered since Start (the reply may still be in flight).
+  uint64_t wire_calls() const;
   // Stops accepting calls and waits (bounded) for running ones. Idempotent.
   void Shutdown();
 

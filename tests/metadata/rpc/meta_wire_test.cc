@@ -1,0 +1,145 @@
+// The metadata wire (src/wire/meta_wire.h) between the client library's MetaClient and an
+// in-process MetaRpcServer: calls go over it once a session named its port, gRPC takes over when
+// it is off or gone, a restarted server's new port is followed, and bad frames end only their
+// connection.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "client/rpc/meta_client.h"
+#include "metadata/metadata_service.h"
+#include "metadata/namespace_store.h"
+#include "metadata/rpc/meta_rpc.h"
+#include "wire/chunk_wire.h"
+#include "wire/connection.h"
+#include "wire/meta_wire.h"
+
+namespace aquifer::meta {
+namespace {
+
+using std::chrono::milliseconds;
+
+const aquifer::Caller kRoot{};
+
+class MetaWireTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<MetadataService>> svc = MetadataService::Open(NewMemoryStore(), {});
+    ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+    service_ = std::move(*svc);
+  }
+  void StartServer(bool wire, const std::string& listen = "127.0.0.1:0") {
+    Result<std::unique_ptr<MetaRpcServer>> s = MetaRpcServer::Start(service_.get(), listen, 8, wire);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+  }
+  std::unique_ptr<client::MetaClient> NewClient(bool wire) {
+    return client::NewGrpcMetaClient(server_->address(), milliseconds(5000), milliseconds(0), wire);
+  }
+  // A small namespace workout through `c`: every call checked.
+  void Workout(client::MetaClient& c, const std::string& dir) {
+    Result<client::SessionInfo> session = c.OpenSession("wire-test");
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    Result<Attributes> d = c.Mkdir(kRootInode, dir, 0755, kRoot);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    Result<Attributes> looked = c.Lookup(kRootInode, dir, kRoot);
+    ASSERT_TRUE(looked.ok()) << looked.status().ToString();
+    EXPECT_EQ(looked->inode, d->inode);
+    EXPECT_EQ(c.Lookup(kRootInode, dir + "-missing", kRoot).status().code(), Code::kNotFound);
+    EXPECT_EQ(c.Mkdir(kRootInode, dir, 0755, kRoot).status().code(), Code::kAlreadyExists);
+    EXPECT_EQ(c.Mkdir(kRootInode, std::string(256, 'n'), 0755, kRoot).status().code(),
+              Code::kNameTooLong);
+  }
+
+  std::unique_ptr<MetadataService> service_;
+  std::unique_ptr<MetaRpcServer> server_;
+};
+
+TEST_F(MetaWireTest, CallsGoOverTheWireOnceASessionNamedItAndAnswerAsOverGrpc) {
+  StartServer(/*wire=*/true);
+  ASSERT_NE(server_->wire_port(), 0);
+  auto wired = NewClient(true);
+  Workout(*wired, "a");
+  // Lookup, Lookup (missing), Mkdir twice (refused) and Mkdir: every call after OpenSession.
+  EXPECT_EQ(server_->wire_calls(), 5u);
+  auto plain = NewClient(false);
+  Workout(*plain, "b");
+  EXPECT_EQ(server_->wire_calls(), 5u);  // a client without the wire never uses it
+}
+
+TEST_F(MetaWireTest, ClientUsesGrpcWhenTheServerServesNoWire) {
+  StartServer(/*wire=*/false);
+  EXPECT_EQ(server_->wire_port(), 0);
+  auto wired = NewClient(true);
+  Workout(*wired, "a");
+  EXPECT_EQ(server_->wire_calls(), 0u);
+}
+
+TEST_F(MetaWireTest, ClientFollowsAServerRestartedOnTheSameAddressWithANewWirePort) {
+  StartServer(true);
+  const std::string address = server_->address();
+  const uint16_t old_port = server_->wire_port();
+  auto c = NewClient(true);
+  Workout(*c, "a");
+  server_.reset();
+  StartServer(true, address);
+  ASSERT_NE(server_->wire_port(), old_port);
+  // The old port refuses: the call goes over gRPC, and answers.
+  Result<Attributes> a = c->Lookup(kRootInode, "a", kRoot);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(server_->wire_calls(), 0u);
+  // A new session (what a client does when the restarted server does not know its session)
+  // names the new port.
+  ASSERT_TRUE(c->OpenSession("again").ok());
+  a = c->Lookup(kRootInode, "a", kRoot);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(server_->wire_calls(), 1u);
+}
+
+TEST_F(MetaWireTest, BadFramesEndOnlyTheirConnectionAndBadPayloadsAreAnswered) {
+  StartServer(true);
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  auto connect = [&]() {
+    Result<int> fd = wire::Connect("127.0.0.1", server_->wire_port(), soon());
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    std::array<std::byte, wire::kHelloBytes> hello;
+    EXPECT_TRUE(wire::RecvAll(*fd, hello, soon()).ok());
+    return *fd;
+  };
+  const int bad = connect(), good = connect();
+  std::string junk(wire::kCallHeaderBytes, 'j');
+  iovec iov{junk.data(), junk.size()};
+  ASSERT_TRUE(wire::SendAll(bad, &iov, 1, soon()).ok());
+  std::array<std::byte, 1> one;
+  EXPECT_NE(wire::RecvAll(bad, one, soon()).message().find("connection closed"), std::string::npos);
+  // A well-framed call whose payload is not a LookupRequest: answered kBadRequest, and the
+  // connection goes on to answer a good call.
+  const std::string garbage = "\xff\xff\xff\xff";
+  auto head = wire::EncodeCall({wire::MetaMethod::kLookup, static_cast<uint32_t>(garbage.size())});
+  iovec call[2] = {{head.data(), head.size()}, {const_cast<char*>(garbage.data()), garbage.size()}};
+  ASSERT_TRUE(wire::SendAll(good, call, 2, soon()).ok());
+  std::array<std::byte, wire::kCallHeaderBytes> reply;
+  ASSERT_TRUE(wire::RecvAll(good, reply, soon()).ok());
+  Result<wire::CallReplyHeader> r = wire::DecodeCallReply(reply);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outcome, wire::CallOutcome::kBadRequest);
+  head = wire::EncodeCall({wire::MetaMethod::kStatFs, 0});  // an empty StatFsRequest parses
+  iovec again{head.data(), head.size()};
+  ASSERT_TRUE(wire::SendAll(good, &again, 1, soon()).ok());
+  ASSERT_TRUE(wire::RecvAll(good, reply, soon()).ok());
+  r = wire::DecodeCallReply(reply);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outcome, wire::CallOutcome::kOk);
+  EXPECT_GT(r->payload_bytes, 0u);
+  ::close(bad);
+  ::close(good);
+  // The server still serves clients.
+  auto c = NewClient(true);
+  Workout(*c, "after");
+}
+
+}  // namespace
+}  // namespace aquifer::meta
