@@ -35,6 +35,8 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
               "ms after (re)registering before backfilling chunks missed while down");
   options.Add("--wire", &o.wire, "1: serve chunk reads and writes on the chunk wire too; 0: off");
   options.Add("--wire-port", &o.wire_port, "chunk wire TCP port (0: kernel chooses)");
+  options.Add("--wire-max-connections", &o.wire_max_connections,
+              "chunk wire connections served at once (more are refused; clients use gRPC)");
   app.set_version_flag("--version", std::string("aquifer-data ") + AQUIFER_VERSION,
                        "print the version and exit");
   AQ_RETURN_IF_ERROR(options.Parse(argc, argv, help_out));
@@ -58,6 +60,7 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.meta_rpc_timeout_ms < 1) return InvalidArgument("meta-rpc-timeout-ms must be >= 1");
   if (o.wire > 1) return InvalidArgument("wire must be 0 or 1");
   if (o.wire_port > 65535) return InvalidArgument("wire-port must be in 0..65535");
+  if (o.wire_max_connections < 1) return InvalidArgument("wire-max-connections must be >= 1");
   const uint32_t b = o.block_bytes;
   if (b < 4096 || b > 16 * 1024 * 1024 || (b & (b - 1)) != 0) {
     return InvalidArgument("block-bytes must be a power of 2 in 4096..16 MiB");

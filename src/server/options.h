@@ -29,6 +29,9 @@ struct DataServerOptions {
                                        // (docs/design.md "The chunk wire"); 0: gRPC only
   uint32_t wire_port = 0;              // the chunk wire's TCP port on listen's host; 0 = kernel
                                        // chooses (clients learn it from the Info call)
+  uint32_t wire_max_connections = 1024;  // chunk wire connections served at once (a thread
+                                         // each); more are closed at accept, and clients
+                                         // then use gRPC
   uint32_t backfill_delay_ms = 3000;   // ms after (re)registering, or after heartbeats resume,
                                        // before the backfill pass (docs/repair.md "Backfill")
 };

@@ -12,9 +12,9 @@
 namespace aquifer::server {
 namespace {
 
-// A connection keeps each of its buffers up to this size between requests (bytes); a larger one
-// is freed after its request.
-constexpr uint64_t kKeptBufferBytes = 4ull << 20;
+// A connection keeps each of its buffers up to this size between requests (bytes: a chunk of the
+// default 1 MiB stripe unit and its CRC blocks); a larger one is freed after its request.
+constexpr uint64_t kKeptBufferBytes = 2ull << 20;
 
 ChunkPlacement FromWire(const wire::WirePlacement& p) {
   if (p.pg_width == 0) return ChunkPlacement{};
@@ -94,11 +94,11 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request,
   Status status = OkStatus();
   std::string_view data;
   if (request.op == wire::Op::kWrite) {
-    // Bytes that arrive here are the chunk; the store copies them to its file.
-    write_buf->resize(request.payload_bytes);
-    AQ_RETURN_IF_ERROR(wire::ReadFull(
-        fd, std::as_writable_bytes(std::span<char>(write_buf->data(), write_buf->size())),
-        /*idle=*/false, stopping));
+    // Bytes that arrive here are the chunk; the store copies them to its file. The whole
+    // payload must come within the frame timeout, and memory grows only as it comes.
+    AQ_RETURN_IF_ERROR(wire::ReadPayload(
+        fd, request.payload_bytes, write_buf,
+        std::chrono::steady_clock::now() + std::chrono::seconds(wire::kFrameTimeoutSeconds)));
     status = store->Write(request.id, request.version, request.committed_version, *write_buf,
                           request.sync, FromWire(request.placement));
     if (write_buf->capacity() > kKeptBufferBytes) std::string().swap(*write_buf);

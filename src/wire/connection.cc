@@ -11,7 +11,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
+#include <condition_variable>
+#include <set>
 #include <thread>
 
 #include "common/logging.h"
@@ -20,6 +21,7 @@ namespace aquifer::wire {
 
 Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping) {
   size_t got = 0;
+  int idle_waits = 0;
   while (got < out.size()) {
     const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, MSG_WAITALL);
     if (n > 0) {
@@ -29,8 +31,26 @@ Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<b
     if (n == 0) return Unavailable("wire: connection closed");
     if (errno == EINTR) continue;
     // An idle connection between requests just waits on; a frame cut off in the middle ends.
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && idle && got == 0 && !stopping) continue;
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && idle && got == 0 && !stopping) {
+      if (++idle_waits * kFrameTimeoutSeconds >= kIdleTimeoutSeconds) {
+        return Unavailable("wire: idle");
+      }
+      continue;
+    }
     return Unavailable(std::string("wire: recv: ") + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) {
+  constexpr uint64_t kStep = 1 << 20;
+  out->clear();
+  while (out->size() < bytes) {
+    const uint64_t at = out->size();
+    const uint64_t n = std::min(bytes - at, kStep);
+    out->resize(at + n);
+    AQ_RETURN_IF_ERROR(
+        RecvAll(fd, std::as_writable_bytes(std::span<char>(out->data() + at, n)), deadline));
   }
   return OkStatus();
 }
@@ -73,16 +93,18 @@ struct Listener::Impl {
   uint16_t port = 0;
   std::thread acceptor;
   std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> accepted{0}, refused{0};
 
-  std::mutex mu;                       // guards the three below
-  std::map<int, std::thread> threads;  // by connection fd, while not reaped
-  std::vector<int> finished;           // connection fds whose thread has returned
+  // Connection threads are detached: each closes its own fd when it ends, so nothing waits for
+  // a later accept to free it. Shutdown waits on `ended` until `open` is empty.
+  std::mutex mu;  // guards the three below
+  std::condition_variable ended;
+  std::set<int> open;  // fds of running connections
   bool shut_down = false;
+  std::chrono::steady_clock::time_point next_refusal_log;
 
   void Accept();
   void Run(int fd);
-  void ReapFinished();
 };
 
 Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
@@ -135,6 +157,11 @@ Listener::~Listener() { Shutdown(); }
 uint16_t Listener::port() const { return impl_->port; }
 uint64_t Listener::instance() const { return impl_->instance; }
 uint64_t Listener::connections_accepted() const { return impl_->accepted.load(); }
+uint64_t Listener::connections_refused() const { return impl_->refused.load(); }
+uint64_t Listener::connections_open() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->open.size();
+}
 
 void Listener::Shutdown() {
   {
@@ -146,31 +173,9 @@ void Listener::Shutdown() {
   ::shutdown(impl_->listen_fd, SHUT_RDWR);  // wakes accept()
   impl_->acceptor.join();
   ::close(impl_->listen_fd);
-  std::map<int, std::thread> threads;
-  {
-    std::lock_guard lock(impl_->mu);
-    for (auto& [fd, thread] : impl_->threads) ::shutdown(fd, SHUT_RDWR);  // wakes its recv
-    threads.swap(impl_->threads);
-  }
-  for (auto& [fd, thread] : threads) thread.join();
-  for (auto& [fd, thread] : threads) ::close(fd);
-  impl_->finished.clear();
-}
-
-void Listener::Impl::ReapFinished() {
-  std::vector<std::thread> done;
-  {
-    std::lock_guard lock(mu);
-    for (int fd : finished) {
-      auto it = threads.find(fd);
-      if (it == threads.end()) continue;
-      done.push_back(std::move(it->second));
-      threads.erase(it);
-      ::close(fd);  // after erase: the number may be reused by the next accept at once
-    }
-    finished.clear();
-  }
-  for (std::thread& t : done) t.join();
+  std::unique_lock lock(impl_->mu);
+  for (int fd : impl_->open) ::shutdown(fd, SHUT_RDWR);  // wakes its thread's recv or send
+  impl_->ended.wait(lock, [this] { return impl_->open.empty(); });
 }
 
 void Listener::Impl::Accept() {
@@ -185,26 +190,32 @@ void Listener::Impl::Accept() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         Logger("wire")->warn("{} accept failed error={}", name, std::strerror(errno));
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        ReapFinished();
         continue;
       }
       Logger("wire")->error("{} accept failed error={}", name, std::strerror(errno));
       return;
     }
-    ReapFinished();
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const timeval frame_timeout{kFrameTimeoutSeconds, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &frame_timeout, sizeof frame_timeout);
     std::lock_guard lock(mu);
-    if (threads.size() >= max_connections) {
-      Logger("wire")->warn("{} refused a connection: {} open", name, threads.size());
+    if (open.size() >= max_connections) {
       ::close(fd);
+      refused.fetch_add(1);
+      // At most one line per 10 s however fast connections come.
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_refusal_log) {
+        Logger("wire")->warn("{} refused connections: {} open (the limit), {} refused so far",
+                             name, open.size(), refused.load());
+        next_refusal_log = now + std::chrono::seconds(10);
+      }
       continue;
     }
     accepted.fetch_add(1);
-    threads.emplace(fd, std::thread([this, fd] { Run(fd); }));
+    open.insert(fd);
+    std::thread([this, fd] { Run(fd); }).detach();
   }
 }
 
@@ -212,11 +223,12 @@ void Listener::Impl::Run(int fd) {
   const auto hello = EncodeHello({kProtocolVersion, instance});
   iovec iov{const_cast<std::byte*>(hello.data()), hello.size()};
   if (WriteFull(fd, &iov, 1).ok()) serve(fd, stopping);
-  // The peer sees the end now; the fd itself is closed when the thread is reaped, so its number
-  // cannot be reused while the threads map still names it.
-  ::shutdown(fd, SHUT_RDWR);
-  std::lock_guard lock(mu);
-  finished.push_back(fd);
+  // Closed under the lock, so Shutdown never shuts down a number another accept reused; the
+  // notification comes after this thread's last use of the listener (at thread exit).
+  std::unique_lock lock(mu);
+  open.erase(fd);
+  ::close(fd);
+  std::notify_all_at_thread_exit(ended, std::move(lock));
 }
 
 ConnectionPool::ConnectionPool(std::string host, uint16_t port, uint64_t instance,

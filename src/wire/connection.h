@@ -22,11 +22,18 @@ namespace aquifer::wire {
 // Blocking I/O for a server's connection (Listener sets SO_RCVTIMEO / SO_SNDTIMEO to
 // kFrameTimeoutSeconds on it): one system call per transfer in the common case. ReadFull with
 // `idle` waits on past the timeout while no byte of the frame has come (a connection between
-// requests) unless `stopping` is set. Errors: kUnavailable ("connection closed", a timeout, or
-// the errno text).
+// requests), up to kIdleTimeoutSeconds in all, unless `stopping` is set; a header cut off in the
+// middle is dropped within two frame timeouts. Errors: kUnavailable ("connection closed", "idle",
+// a timeout, or the errno text).
 inline constexpr int kFrameTimeoutSeconds = 60;
+inline constexpr int kIdleTimeoutSeconds = 600;
 Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping);
 Status WriteFull(int fd, struct iovec* iov, int iov_count);
+
+// Reads a frame's payload of `bytes` into *out (replaced), growing it by at most 1 MiB ahead of
+// what has arrived, so a sender that announces a large payload and stalls costs no more memory
+// than it sent. The whole payload must arrive by `deadline`. Errors: kUnavailable.
+Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline);
 
 class Listener {
  public:
@@ -49,6 +56,8 @@ class Listener {
   uint16_t port() const;
   uint64_t instance() const;
   uint64_t connections_accepted() const;
+  uint64_t connections_refused() const;  // closed at accept: max_connections were open
+  uint64_t connections_open() const;
 
   struct Impl;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/rpc/data_client.h"
+#include "common/logging.h"
 #include "wire/chunk_wire.h"
 #include "wire/connection.h"
 
@@ -83,14 +84,23 @@ class WireDataClient final : public DataClient {
   // The pool of connections to the server's chunk wire: made after an Info call when none is
   // known (or when the server had no wire more than kReprobe ago). A null pool with
   // *over_grpc set means the server serves no wire. Errors: Info's.
-  Result<std::shared_ptr<wire::ConnectionPool>> Pool(Clock::time_point deadline, bool* over_grpc) {
+  // *probed tells whether Info was asked just now. While a refusing wire is being waited out
+  // (UseGrpcForAWhile), *over_grpc is set without asking.
+  Result<std::shared_ptr<wire::ConnectionPool>> Pool(Clock::time_point deadline, bool* over_grpc,
+                                                     bool* probed) {
+    *probed = false;
     {
       std::lock_guard lock(mu_);
+      if (Clock::now() < grpc_until_) {
+        *over_grpc = true;
+        return std::shared_ptr<wire::ConnectionPool>();
+      }
       if (known_ && (pool_ != nullptr || Clock::now() < reprobe_at_)) {
         *over_grpc = pool_ == nullptr;
         return pool_;
       }
     }
+    *probed = true;
     Result<WireEndpoint> asked = grpc_->GetWireEndpoint(deadline);
     if (!asked.ok()) return asked.status();
     std::lock_guard lock(mu_);
@@ -104,6 +114,19 @@ class WireDataClient final : public DataClient {
     reprobe_at_ = Clock::now() + kReprobe;
     *over_grpc = pool_ == nullptr;
     return pool_;
+  }
+
+  // The server answers Info but its wire gives no connection (all its connection slots taken, or
+  // a fault): calls go over gRPC for the next second.
+  void UseGrpcForAWhile(const Status& why) {
+    std::lock_guard lock(mu_);
+    grpc_until_ = Clock::now() + std::chrono::seconds(1);
+    known_ = false;
+    if (Clock::now() >= next_log_) {
+      Logger("client")->warn("data server {}: no chunk wire connection ({}); using gRPC",
+                             address_, why.message());
+      next_log_ = Clock::now() + std::chrono::seconds(10);
+    }
   }
 
   // Forgets the endpoint (the server restarted or went away): the next call asks Info again.
@@ -121,11 +144,18 @@ class WireDataClient final : public DataClient {
                          Clock::time_point deadline, bool* over_grpc) {
     Status last = Unavailable("data server " + address_ + ": no attempt");
     for (int attempt = 0; attempt < 3; ++attempt) {
-      Result<std::shared_ptr<wire::ConnectionPool>> pool = Pool(deadline, over_grpc);
+      bool probed = false;
+      Result<std::shared_ptr<wire::ConnectionPool>> pool = Pool(deadline, over_grpc, &probed);
       if (!pool.ok()) return pool.status();
       if (*over_grpc) return last;
       bool reused = false;
       Result<int> fd = (*pool)->Acquire(deadline, &reused);
+      if (!fd.ok() && probed) {
+        // The server answered Info a moment ago, yet its wire gives no connection.
+        UseGrpcForAWhile(fd.status());
+        *over_grpc = true;
+        return last;
+      }
       if (!fd.ok()) {
         // Refused, or another process's hello: the server may have restarted on a new port.
         Forget();
@@ -209,10 +239,12 @@ class WireDataClient final : public DataClient {
   std::string host_;
   std::unique_ptr<DataClient> grpc_;
 
-  std::mutex mu_;  // guards the three below
+  std::mutex mu_;  // guards the five below
   bool known_ = false;
   std::shared_ptr<wire::ConnectionPool> pool_;  // null: no wire (or not asked yet)
   Clock::time_point reprobe_at_;
+  Clock::time_point grpc_until_;  // every call over gRPC before this (UseGrpcForAWhile)
+  Clock::time_point next_log_;
 };
 
 }  // namespace

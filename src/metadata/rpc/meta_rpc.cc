@@ -590,7 +590,7 @@ class WireDispatch {
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.
   void Serve(int fd, const std::atomic<bool>& stopping) const {
-    constexpr size_t kKeptBufferBytes = 4u << 20;
+    constexpr size_t kKeptBufferBytes = 2u << 20;
     std::string in, out;
     for (;;) {
       std::array<std::byte, wire::kCallHeaderBytes> head;
@@ -600,12 +600,9 @@ class WireDispatch {
         Logger("meta")->warn("metadata wire rejected a frame: {}", call.status().ToString());
         return;  // the framing cannot be trusted after a bad header
       }
-      in.resize(call->payload_bytes);
-      if (!wire::ReadFull(fd, std::as_writable_bytes(std::span<char>(in.data(), in.size())),
-                          /*idle=*/false, stopping)
-               .ok()) {
-        return;
-      }
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(wire::kFrameTimeoutSeconds);
+      if (!wire::ReadPayload(fd, call->payload_bytes, &in, deadline).ok()) return;
       out.clear();
       wire::CallReplyHeader reply;
       const auto& run = table_[static_cast<size_t>(call->method)];

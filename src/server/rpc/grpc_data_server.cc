@@ -432,7 +432,8 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
     std::random_device random;
     const uint64_t instance = (static_cast<uint64_t>(random()) << 32) ^ random();
     Result<std::unique_ptr<WireServer>> wire = WireServer::Start(
-        host, static_cast<uint16_t>(options.wire_port), &impl->core->store(), instance);
+        host, static_cast<uint16_t>(options.wire_port), &impl->core->store(), instance,
+        options.wire_max_connections);
     if (!wire.ok()) return wire.status();
     impl->wire = std::move(*wire);
     impl->service->SetWire(impl->wire.get());

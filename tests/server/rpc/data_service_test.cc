@@ -105,7 +105,7 @@ class DataServiceTest : public ::testing::Test {
   }
   void TearDown() override { server_.reset(); }
   void StartServer(uint64_t capacity = 0, uint32_t wire = 1,
-                   const std::string& listen = "127.0.0.1:0") {
+                   const std::string& listen = "127.0.0.1:0", uint32_t wire_max_connections = 1024) {
     DataServerOptions o;
     o.dir = dir_ + "/store";
     o.meta = meta_.address();
@@ -114,6 +114,7 @@ class DataServiceTest : public ::testing::Test {
     o.register_retry_ms = 10;
     o.wire = wire;
     o.listen = listen;
+    o.wire_max_connections = wire_max_connections;
     auto s = GrpcDataServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -425,6 +426,66 @@ TEST_F(DataServiceTest, ChunkWriteCutShortByTheClientStoresNothing) {
            Code::kNotFound;
   }));
   EXPECT_EQ(CodeOf(Read(12, 0, 0, 0).status()), Code::kNotFound);
+}
+
+// Resident memory of this process (the in-process server's), bytes.
+uint64_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Regression (found by a tester): a write header announcing 16 MiB then silence made the server
+// allocate and zero the whole 16 MiB at once; 60 such connections took a data server to 1 GB.
+TEST_F(DataServiceTest, ChunkWriteHeadersThatAnnounceMoreThanTheySendCostOnlyWhatTheySent) {
+  StartServer();
+  const uint16_t port = static_cast<uint16_t>(Info().wire_port());
+  const uint64_t before = ResidentBytes();
+  std::vector<std::unique_ptr<RawWire>> stalled;
+  for (int i = 0; i < 24; ++i) {
+    auto raw = std::make_unique<RawWire>(port);
+    ASSERT_TRUE(raw->ReadHello().ok());
+    wire::Request r;
+    r.op = wire::Op::kWrite;
+    r.id = ChunkId{InodeId(70), static_cast<uint64_t>(i), 0};
+    r.version = 1;
+    r.payload_bytes = wire::kMaxPayloadBytes;
+    ASSERT_OK(raw->Send(wire::EncodeRequest(r)));
+    ASSERT_OK(raw->Send(Span("abc")));
+    stalled.push_back(std::move(raw));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server reads the headers
+  const uint64_t grown = ResidentBytes() - std::min(before, ResidentBytes());
+  EXPECT_LT(grown, 100 * kMiB) << "24 stalled 16 MiB writes grew the server by " << grown
+                               << " bytes (384 MiB if each payload were allocated up front)";
+}
+
+// Regression (found by a tester): with every chunk wire slot held by idle connections, reads
+// failed with EIO instead of going over gRPC.
+TEST_F(DataServiceTest, ClientUsesGrpcWhileEveryChunkWireSlotIsTaken) {
+  StartServer(0, 1, "127.0.0.1:0", /*wire_max_connections=*/2);
+  const std::string data = RandomBytes(100 * kKiB, 35);
+  ASSERT_EQ(CodeOf(Write(14, 0, 0, 1, data).status()), Code::kOk);
+  const uint16_t port = static_cast<uint16_t>(Info().wire_port());
+  RawWire a(port), b(port);
+  ASSERT_TRUE(a.ReadHello().ok());
+  ASSERT_TRUE(b.ReadHello().ok());
+  auto dc = client::NewDataClient(server_->address(), /*use_wire=*/true);
+  for (int i = 0; i < 3; ++i) {
+    Result<client::ChunkData> got = dc->ReadChunk(ChunkId{InodeId(14), 0, 0}, 0, 0, 0, Soon());
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->bytes.ToString(), data);
+  }
+  EXPECT_EQ(Info().wire_requests(), 0u);
+  a.Close();
+  b.Close();
+  // Once slots are free (and the client's second of gRPC is over), the wire serves again.
+  ASSERT_TRUE(WaitUntil([&] {
+    Result<client::ChunkData> got = dc->ReadChunk(ChunkId{InodeId(14), 0, 0}, 0, 0, 0, Soon());
+    return got.ok() && Info().wire_requests() > 0;
+  }));
 }
 
 TEST_F(DataServiceTest, DeletesRangesAndListsInOrderAcrossPages) {
