@@ -202,8 +202,8 @@ void Listener::Impl::Accept() {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &frame_timeout, sizeof frame_timeout);
     std::lock_guard lock(mu);
     if (open.size() >= max_connections) {
+      refused.fetch_add(1);  // before the close the client sees
       ::close(fd);
-      refused.fetch_add(1);
       // At most one line per 10 s however fast connections come.
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_refusal_log) {

@@ -425,6 +425,7 @@ class GrpcMetaClient final : public MetaClient {
             host_, static_cast<uint16_t>(resp.wire_port()), resp.wire_instance());
       }
       wire_retry_at_ = {};
+      wire_backoff_ = std::chrono::milliseconds(500);
     }
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
   }
@@ -544,7 +545,8 @@ class GrpcMetaClient final : public MetaClient {
 
   // One call on the metadata wire, when this client uses it and knows the server's endpoint.
   // Returns nothing when the call should go over gRPC instead: no endpoint, no connection (the
-  // server may be restarting: gRPC waits for it; the wire is tried again a second later), a
+  // server may be restarting: gRPC waits for it; the wire is tried again 1 s later, doubling
+  // up to 64 s while connections keep failing), a
   // method the server does not carry, or a connection lost after sending a call that is safe to
   // repeat (Retry::kYes: gRPC sends it again). A call not safe to repeat whose connection was lost
   // after it went out is UNAVAILABLE, as gRPC reports it.
@@ -566,8 +568,11 @@ class GrpcMetaClient final : public MetaClient {
     bool reused = false;
     Result<int> fd = pool->Acquire(deadline, &reused);
     if (!fd.ok()) {
+      // 1 s after the first failure, doubling up to 64 s while they go on (a firewall that
+      // drops packets costs a connect timeout per try); a new session resets it.
       std::lock_guard lock(wire_mu_);
-      wire_retry_at_ = SteadyClock::now() + std::chrono::seconds(1);
+      wire_backoff_ = std::min(wire_backoff_ * 2, std::chrono::milliseconds(64000));
+      wire_retry_at_ = SteadyClock::now() + wire_backoff_;
       return std::nullopt;
     }
     auto lost = [&](const Status& s) -> std::optional<grpc::Status> {
@@ -790,9 +795,10 @@ class GrpcMetaClient final : public MetaClient {
   std::chrono::milliseconds attr_cache_ttl_;
   const bool use_wire_;
   std::string host_;
-  std::mutex wire_mu_;  // guards the two below
+  std::mutex wire_mu_;  // guards the three below
   std::shared_ptr<wire::ConnectionPool> wire_pool_;  // from the last OpenSession; null: gRPC
   std::chrono::steady_clock::time_point wire_retry_at_;  // no wire call before this
+  std::chrono::milliseconds wire_backoff_{500};         // doubled by each failed connection
   std::unique_ptr<pb::MetaService::Stub> stub_;
   std::atomic<bool> batch_release_{true};  // false once the server said UNIMPLEMENTED
   std::mutex xattr_mu_;  // guards absent_xattrs_

@@ -116,11 +116,14 @@ class WireDataClient final : public DataClient {
     return pool_;
   }
 
-  // The server answers Info but its wire gives no connection (all its connection slots taken, or
-  // a fault): calls go over gRPC for the next second.
+  // The server answers Info but its wire gives no connection (all its connection slots taken, a
+  // firewall, a fault): calls go over gRPC for a while, 1 s after the first such failure,
+  // doubling up to 64 s while they go on (a firewall that drops packets costs a connect timeout
+  // per try).
   void UseGrpcForAWhile(const Status& why) {
     std::lock_guard lock(mu_);
-    grpc_until_ = Clock::now() + std::chrono::seconds(1);
+    grpc_backoff_ = std::min<std::chrono::milliseconds>(grpc_backoff_ * 2, std::chrono::seconds(64));
+    grpc_until_ = Clock::now() + grpc_backoff_;
     known_ = false;
     if (Clock::now() >= next_log_) {
       Logger("client")->warn("data server {}: no chunk wire connection ({}); using gRPC",
@@ -162,6 +165,10 @@ class WireDataClient final : public DataClient {
         last = Unavailable("data server " + address_ + ": " + fd.status().message());
         if (Clock::now() >= deadline) break;
         continue;
+      }
+      {
+        std::lock_guard lock(mu_);
+        grpc_backoff_ = std::chrono::milliseconds(500);  // connections work again
       }
       bool answered = false;  // the reply header came: the request reached the server
       bool reusable = false;  // the whole reply was read: the connection is in step
@@ -239,11 +246,12 @@ class WireDataClient final : public DataClient {
   std::string host_;
   std::unique_ptr<DataClient> grpc_;
 
-  std::mutex mu_;  // guards the five below
+  std::mutex mu_;  // guards the six below
   bool known_ = false;
   std::shared_ptr<wire::ConnectionPool> pool_;  // null: no wire (or not asked yet)
   Clock::time_point reprobe_at_;
   Clock::time_point grpc_until_;  // every call over gRPC before this (UseGrpcForAWhile)
+  std::chrono::milliseconds grpc_backoff_{500};  // doubled by each UseGrpcForAWhile
   Clock::time_point next_log_;
 };
 
