@@ -35,6 +35,10 @@ class WireDataClient final : public DataClient {
     if (data.size() > wire::kMaxPayloadBytes) {
       return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes");
     }
+    if (placement.k > UINT8_MAX || placement.m > UINT8_MAX || placement.pg_width > UINT16_MAX) {
+      return InvalidArgument("placement out of range: pg_width " +
+                             std::to_string(placement.pg_width));
+    }
     wire::Request request;
     request.op = wire::Op::kWrite;
     request.sync = sync;
@@ -45,10 +49,6 @@ class WireDataClient final : public DataClient {
     request.placement = {placement.pg_width, placement.pg_index,
                          static_cast<uint8_t>(placement.k), static_cast<uint8_t>(placement.m),
                          placement.replicated, placement.unit_bytes, placement.stripe_bytes};
-    if (placement.k > UINT8_MAX || placement.m > UINT8_MAX || placement.pg_width > UINT16_MAX) {
-      return InvalidArgument("placement out of range: pg_width " +
-                             std::to_string(placement.pg_width));
-    }
     bool over_grpc = false;
     Result<ChunkData> r = Call(request, data, deadline, &over_grpc);
     if (over_grpc) {
