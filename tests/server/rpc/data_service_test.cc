@@ -255,7 +255,14 @@ TEST_F(DataServiceTest, ChunkWireWritesAndReadsWhatGrpcSeesAndViceVersa) {
   auto r = Read(8, 2, 1, 0);  // over gRPC
   ASSERT_EQ(CodeOf(r.status()), Code::kOk);
   EXPECT_EQ(r.data(), v1);
+  // The placement came through whole (repair finds chunks by it).
+  EXPECT_EQ(r.placement().pg_width(), kPlacement.pg_width);
+  EXPECT_EQ(r.placement().pg_index(), kPlacement.pg_index);
+  EXPECT_EQ(r.placement().k(), kPlacement.k);
+  EXPECT_EQ(r.placement().m(), kPlacement.m);
+  EXPECT_EQ(r.placement().unit_bytes(), kPlacement.unit_bytes);
   EXPECT_EQ(r.placement().stripe_bytes(), kPlacement.stripe_bytes);
+  EXPECT_EQ(r.placement().replicated(), kPlacement.replicated);
   ASSERT_EQ(CodeOf(Write(8, 2, 1, 2, v2, /*committed=*/1).status()), Code::kOk);
   Result<client::ChunkData> got = dc->ReadChunk(ChunkId{InodeId(8), 2, 1}, 0, 0, 0, Soon());
   ASSERT_TRUE(got.ok()) << got.status().ToString();
