@@ -13,6 +13,7 @@
 #include <cstring>
 #include <condition_variable>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "common/logging.h"
@@ -213,9 +214,16 @@ void Listener::Impl::Accept() {
       }
       continue;
     }
+    try {
+      std::thread([this, fd] { Run(fd); }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
+      refused.fetch_add(1);
+      ::close(fd);
+      Logger("wire")->warn("{} refused a connection: no thread ({})", name, e.what());
+      continue;
+    }
     accepted.fetch_add(1);
-    open.insert(fd);
-    std::thread([this, fd] { Run(fd); }).detach();
+    open.insert(fd);  // under mu, so the new thread's erase comes after
   }
 }
 
