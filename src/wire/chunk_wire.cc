@@ -181,11 +181,11 @@ Status Wait(int fd, short events, Deadline deadline) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Unavailable("chunk wire: timed out");
+    if (left.count() <= 0) return Unavailable("wire: timed out");
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60000)));
     if (n > 0) return OkStatus();  // readable, writable, or an error the next call reports
-    if (n < 0 && errno != EINTR) return Unavailable(std::string("chunk wire: poll: ") +
+    if (n < 0 && errno != EINTR) return Unavailable(std::string("wire: poll: ") +
                                                     std::strerror(errno));
   }
 }
@@ -209,7 +209,7 @@ Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline) {
         AQ_RETURN_IF_ERROR(Wait(fd, POLLOUT, deadline));
         continue;
       }
-      return Unavailable(std::string("chunk wire: send: ") + std::strerror(errno));
+      return Unavailable(std::string("wire: send: ") + std::strerror(errno));
     }
     size_t left = static_cast<size_t>(n);
     while (left > 0 && left >= iov->iov_len) {
@@ -226,7 +226,7 @@ Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline) {
 }
 
 Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_first) {
-  if (wait_first && !out.empty()) AQ_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline));
+  if (wait_first) AQ_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline));
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, MSG_DONTWAIT);
@@ -234,13 +234,13 @@ Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_fi
       got += static_cast<size_t>(n);
       continue;
     }
-    if (n == 0) return Unavailable("chunk wire: connection closed");
+    if (n == 0) return Unavailable("wire: connection closed");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       AQ_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline));
       continue;
     }
-    return Unavailable(std::string("chunk wire: recv: ") + std::strerror(errno));
+    return Unavailable(std::string("wire: recv: ") + std::strerror(errno));
   }
   return OkStatus();
 }
@@ -253,14 +253,14 @@ Result<int> Connect(const std::string& host, uint16_t port, Deadline deadline) {
   const std::string service = std::to_string(port);
   const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
   if (rc != 0) {
-    return InvalidArgument("chunk wire: host " + host + ": " + ::gai_strerror(rc));
+    return InvalidArgument("wire: host " + host + ": " + ::gai_strerror(rc));
   }
-  Status last = Unavailable("chunk wire: no address for " + host);
+  Status last = Unavailable("wire: no address for " + host);
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                             a->ai_protocol);
     if (fd < 0) {
-      last = Unavailable(std::string("chunk wire: socket: ") + std::strerror(errno));
+      last = Unavailable(std::string("wire: socket: ") + std::strerror(errno));
       continue;
     }
     int one = 1;
@@ -268,14 +268,14 @@ Result<int> Connect(const std::string& host, uint16_t port, Deadline deadline) {
     Status s = OkStatus();
     if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
-        s = Unavailable("chunk wire: connect " + host + ":" + service + ": " +
+        s = Unavailable("wire: connect " + host + ":" + service + ": " +
                         std::strerror(errno));
       } else {
         s = Wait(fd, POLLOUT, deadline);
         int err = 0;
         socklen_t len = sizeof err;
         if (s.ok() && (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)) {
-          s = Unavailable("chunk wire: connect " + host + ":" + service + ": " +
+          s = Unavailable("wire: connect " + host + ":" + service + ": " +
                           std::strerror(err != 0 ? err : errno));
         }
       }

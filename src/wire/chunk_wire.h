@@ -104,7 +104,8 @@ using Deadline = std::chrono::steady_clock::time_point;
 // SendAll writes every byte of `iov` (modified as it goes: the array is consumed), with
 // MSG_NOSIGNAL. RecvAll fills `out` completely; with `wait_first` it polls before its first
 // recv (one system call fewer when the bytes are known not to be there yet, as for a reply just
-// after its request was sent).
+// after its request was sent); with an empty `out` it only waits until the socket is readable
+// (or closed).
 // Errors: kUnavailable with "timed out", "connection closed" (the peer closed before all bytes
 // came) or the errno text; the connection must then be closed (a frame may be half sent).
 Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline);

@@ -44,11 +44,14 @@ Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<b
 }
 
 Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) {
-  constexpr uint64_t kStep = 1 << 20;
   out->clear();
   while (out->size() < bytes) {
     const uint64_t at = out->size();
-    const uint64_t n = std::min(bytes - at, kStep);
+    // Grow only once bytes are there, by at most what has come so far (64 KiB to 1 MiB): memory
+    // stays within about twice what the sender sent.
+    const uint64_t step = std::clamp<uint64_t>(at, 64 << 10, 1 << 20);
+    const uint64_t n = std::min(bytes - at, step);
+    AQ_RETURN_IF_ERROR(RecvAll(fd, {}, deadline, /*wait_first=*/true));
     out->resize(at + n);
     AQ_RETURN_IF_ERROR(
         RecvAll(fd, std::as_writable_bytes(std::span<char>(out->data() + at, n)), deadline));

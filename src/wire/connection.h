@@ -30,9 +30,10 @@ inline constexpr int kIdleTimeoutSeconds = 600;
 Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping);
 Status WriteFull(int fd, struct iovec* iov, int iov_count);
 
-// Reads a frame's payload of `bytes` into *out (replaced), growing it by at most 1 MiB ahead of
-// what has arrived, so a sender that announces a large payload and stalls costs no more memory
-// than it sent. The whole payload must arrive by `deadline`. Errors: kUnavailable.
+// Reads a frame's payload of `bytes` into *out (replaced), growing it only after bytes arrived
+// and by at most as much as has arrived (64 KiB at least, 1 MiB at most), so a sender that
+// announces a large payload and stalls costs about what it sent. The whole payload must arrive
+// by `deadline`. Errors: kUnavailable.
 Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline);
 
 class Listener {

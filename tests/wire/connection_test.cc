@@ -96,7 +96,7 @@ TEST(ConnectionTest, ReadPayloadGrowsWithWhatArrivesAndKeepsTheDeadline) {
   Status s = ReadPayload(sv[1], 16 << 20, &out, start + std::chrono::milliseconds(300));
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(290));
-  EXPECT_LE(out.capacity(), (2u << 20));  // no 16 MiB buffer for 5 bytes
+  EXPECT_LE(out.capacity(), (128u << 10));  // no 16 MiB (or 1 MiB) buffer for 5 bytes
   ::close(sv[0]);
   ::close(sv[1]);
 }

@@ -70,6 +70,25 @@ TEST_F(MetaWireTest, CallsGoOverTheWireOnceASessionNamedItAndAnswerAsOverGrpc) {
   EXPECT_EQ(server_->wire_calls(), 5u);  // a client without the wire never uses it
 }
 
+// Regression (found by a tester): names are bytes; one that is not UTF-8 failed with EIO on
+// both transports (proto3 refused it in a `string` field).
+TEST_F(MetaWireTest, NamesThatAreNotUtf8WorkOverBothTransports) {
+  StartServer(true);
+  for (const bool wire : {true, false}) {
+    auto c = NewClient(wire);
+    ASSERT_TRUE(c->OpenSession("utf8").ok());
+    const std::string name = std::string("\xe9\xe8\x80-") + (wire ? "w" : "g") + "\xff";
+    Result<Attributes> d = c->Mkdir(kRootInode, name, 0755, kRoot);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    Result<Attributes> looked = c->Lookup(kRootInode, name, kRoot);
+    ASSERT_TRUE(looked.ok()) << looked.status().ToString();
+    EXPECT_EQ(looked->inode, d->inode);
+    Status again = c->Mkdir(kRootInode, name, 0755, kRoot).status();
+    EXPECT_EQ(again.code(), Code::kAlreadyExists) << again.ToString();
+  }
+  EXPECT_EQ(server_->wire_calls(), 3u);
+}
+
 TEST_F(MetaWireTest, ClientUsesGrpcWhenTheServerServesNoWire) {
   StartServer(/*wire=*/false);
   EXPECT_EQ(server_->wire_port(), 0);
