@@ -87,11 +87,20 @@ int main(int argc, char** argv) {
       std::min(options->heartbeat_timeout_ms, options->session_ttl_ms) / 10, 5, 500));
   std::thread ticker([&] {
     std::unique_lock lock(tick_mu);
+    auto last = std::chrono::steady_clock::now();
     while (!stopping) {
       tick_cv.wait_for(lock, period, [&] { return stopping; });
       if (stopping) break;
       lock.unlock();
+      // A tick far later than its period means this process was stopped or starved: that
+      // silence is ours, not the data servers' or the clients'.
+      const auto now = std::chrono::steady_clock::now();
+      const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(now - last - period);
+      if (late.count() > static_cast<int64_t>(options->heartbeat_timeout_ms / 2)) {
+        (*service)->DiscountPause(late.count());
+      }
       (*service)->Tick();
+      last = std::chrono::steady_clock::now();
       lock.lock();
     }
   });

@@ -311,6 +311,13 @@ class MetadataService {
   // background thread; tests call it after moving their clock.
   void Tick();
 
+  // Called when this process was itself stopped or starved for `pause_ms` (its periodic ticks
+  // came that late; SIGSTOP, a stalled VM): moves every data server's last heartbeat and every
+  // session's last call forward by pause_ms, so the silence it caused is not counted against
+  // them (otherwise every data server is marked down on resume, and writes fail until their next
+  // heartbeats). A server or client that really died meanwhile is found pause_ms later.
+  void DiscountPause(int64_t pause_ms);
+
   // For tests and tools: pending GC tasks, and how many inodes exist.
   std::vector<GcTask> PendingGcTasks();
   uint64_t InodeCount();

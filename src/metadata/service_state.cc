@@ -811,6 +811,21 @@ ClusterMap MetadataService::GetClusterMap() {
   return map;
 }
 
+void MetadataService::DiscountPause(int64_t pause_ms) {
+  if (pause_ms <= 0) return;
+  Logger("meta")->warn("this server was paused for {} ms: not counted as silence of data servers "
+                       "or sessions", pause_ms);
+  const int64_t now = clocks_.mono_ms();
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : sessions_) {
+      s->last_seen_ms.store(std::min(now, s->last_seen_ms.load() + pause_ms));
+    }
+  }
+  std::lock_guard lock(cluster_mu_);
+  for (auto& [id, s] : servers_) s.last_heartbeat_ms = std::min(now, s.last_heartbeat_ms + pause_ms);
+}
+
 void MetadataService::Tick() {
   const int64_t now = clocks_.mono_ms();
   {

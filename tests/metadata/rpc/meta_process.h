@@ -85,6 +85,11 @@ class MetaProcess {
     return status;
   }
 
+  // Sends `sig` (SIGSTOP, SIGCONT) without waiting.
+  void Signal(int sig) {
+    if (pid_ != 0) ::kill(pid_, sig);
+  }
+
   pb::MetaService::Stub& stub() { return *stub_; }
   const std::string& address() const { return address_; }
   const std::string& dir() const { return dir_; }

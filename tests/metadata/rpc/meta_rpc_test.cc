@@ -183,6 +183,25 @@ TEST_F(MetaRpcTest, SilentDataServerIsMarkedDown) {
   EXPECT_GT(hr.map_version(), map.version());
 }
 
+// Regression (found by a tester): a metadata server stopped longer than the heartbeat timeout
+// marked every data server down when it resumed (their heartbeats looked silent), and clients'
+// writes failed until the next heartbeats.
+TEST_F(MetaRpcTest, APauseOfTheMetadataServerIsNotCountedAsSilenceOfDataServers) {
+  StartMeta({"--heartbeat-timeout-ms", "1500"});
+  ASSERT_TRUE(RegisterServers(stub(), 1));
+  proc_->Signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  proc_->Signal(SIGCONT);
+  // Long enough for several ticks (every 150 ms), short enough that the server, silent only
+  // since just before the pause, is not due yet when the pause is discounted.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  pb::ClusterMapResponse map;
+  ASSERT_TRUE(stub().GetClusterMap(Ctx().get(), pb::ClusterMapRequest(), &map).ok());
+  ASSERT_EQ(map.servers_size(), 1);
+  EXPECT_TRUE(map.servers(0).up()) << "a data server was marked down for the metadata server's "
+                                      "own pause";
+}
+
 TEST_F(MetaRpcTest, ExpiredSessionLosesItsWriteLease) {
   StartMeta({"--session-ttl-ms", "300"});
   ASSERT_TRUE(RegisterServers(stub(), 6));
