@@ -143,6 +143,22 @@ void ReplyError(fuse_req_t req, const Status& status, const char* op) {
   fuse_reply_err(req, err);
 }
 
+// Replies to an operation addressed to an inode the kernel resolved from a cached name. If that
+// inode is gone (kNotFound), another client removed or replaced the name since (the usual
+// "write a temporary file, rename it over the old one"): ESTALE, not ENOENT, makes the kernel
+// look the path up again with LOOKUP_REVAL and retry once, as it does for NFS, so an open or
+// stat of a path that always existed does not fail. A path that is really gone then fails with
+// ENOENT from the fresh lookup.
+void ReplyInodeError(fuse_req_t req, const Status& status, const char* op) {
+  if (status.code() == Code::kNotFound) {
+    SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno=ESTALE (inode gone) status={}", op,
+                        status.ToString());
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  ReplyError(req, status, op);
+}
+
 struct stat ToStat(const Attributes& a) {
   struct stat st {};
   st.st_ino = a.inode.value();
@@ -245,7 +261,7 @@ void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void OnGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Result<Attributes> a = ClientOf(req).GetAttr(InodeId(ino));
-  if (!a.ok()) return ReplyError(req, a.status(), "getattr");
+  if (!a.ok()) return ReplyInodeError(req, a.status(), "getattr");
   ReplyAttr(req, *a);
 }
 
@@ -268,13 +284,13 @@ void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
   // FUSE_SET_ATTR_CTIME alone: the metadata server sets ctime on every change it applies.
   if (ch.atime || ch.mtime || ch.atime_now || ch.mtime_now) FlushOpenFilesOf(DaemonOf(req), InodeId(ino));
   Result<Attributes> a = ClientOf(req).SetAttr(InodeId(ino), ch, CallerOf(req, true));
-  if (!a.ok()) return ReplyError(req, a.status(), "setattr");
+  if (!a.ok()) return ReplyInodeError(req, a.status(), "setattr");
   ReplyAttr(req, *a);
 }
 
 void OnReadlink(fuse_req_t req, fuse_ino_t ino) {
   Result<std::string> target = ClientOf(req).Readlink(InodeId(ino));
-  if (!target.ok()) return ReplyError(req, target.status(), "readlink");
+  if (!target.ok()) return ReplyInodeError(req, target.status(), "readlink");
   fuse_reply_readlink(req, target->c_str());
 }
 
@@ -361,10 +377,10 @@ void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
     fuse_reply_err(req, EOPNOTSUPP);
     return;
   }
-  ReplyStatus(req,
-              ClientOf(req).SetXattr(InodeId(ino), name, std::string_view(value, size), flags,
-                                     CallerOf(req, true)),
-              "setxattr");
+  Status s = ClientOf(req).SetXattr(InodeId(ino), name, std::string_view(value, size), flags,
+                                    CallerOf(req, true));
+  if (!s.ok()) return ReplyInodeError(req, s, "setxattr");
+  fuse_reply_err(req, 0);
 }
 
 void OnGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
@@ -373,13 +389,13 @@ void OnGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
     return;
   }
   Result<std::string> v = ClientOf(req).GetXattr(InodeId(ino), name, CallerOf(req));
-  if (!v.ok()) return ReplyError(req, v.status(), "getxattr");
+  if (!v.ok()) return ReplyInodeError(req, v.status(), "getxattr");
   ReplyXattrValue(req, *v, size);
 }
 
 void OnListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Result<std::vector<std::string>> names = ClientOf(req).ListXattr(InodeId(ino), CallerOf(req));
-  if (!names.ok()) return ReplyError(req, names.status(), "listxattr");
+  if (!names.ok()) return ReplyInodeError(req, names.status(), "listxattr");
   std::string packed;
   for (const std::string& n : *names) {
     packed += n;
@@ -389,8 +405,9 @@ void OnListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OnRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  ReplyStatus(req, ClientOf(req).RemoveXattr(InodeId(ino), name, CallerOf(req, true)),
-              "removexattr");
+  Status s = ClientOf(req).RemoveXattr(InodeId(ino), name, CallerOf(req, true));
+  if (!s.ok()) return ReplyInodeError(req, s, "removexattr");
+  fuse_reply_err(req, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -453,12 +470,12 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!a.ok()) {
       Status s = UnpinShared(d, sf);
       (void)s;
-      return ReplyError(req, a.status(), "open");
+      return ReplyInodeError(req, a.status(), "open");
     }
     return ReplyOpened(req, sf, *a, fi, /*create=*/false);
   }
   Result<Client::Opened> o = d.client->Open(inode, LibraryFlags(fi->flags), CallerOf(req, true));
-  if (!o.ok()) return ReplyError(req, o.status(), "open");
+  if (!o.ok()) return ReplyInodeError(req, o.status(), "open");
   SharedFile* sf = AddShared(d, inode, std::move(o->file), WantsWrite(fi->flags));
   ReplyOpened(req, sf, o->attr, fi, /*create=*/false);
 }

@@ -30,6 +30,30 @@ mv "$A/new" "$A/renamed"
 aq_wait_for 5 "rename visible on B" test -f "$B/renamed"
 rm "$A/renamed"
 aq_wait_for 5 "unlink visible on B" test ! -e "$B/renamed"
+# A name replaced by rename on A (write a temporary file, rename it over the old one) while B
+# still has the name cached: B's open, stat and getxattr within the entry timeout get the new file,
+# never ENOENT (the old inode is gone; the mount answers ESTALE and the kernel looks again).
+for i in $(seq 1 20); do
+  echo "old$i" >"$A/swap"
+  [ "$(timeout "$T" cat "$B/swap")" = "old$i" ] || aq_fail "B did not read old$i"
+  echo "new$i" >"$A/swap.tmp"
+  mv "$A/swap.tmp" "$A/swap"
+  got=$(timeout "$T" cat "$B/swap" 2>&1) || aq_fail "open on B of a name replaced on A: $got"
+  [ "$got" = "new$i" ] || aq_fail "B read '$got' for new$i"
+  timeout "$T" stat "$B/swap" >/dev/null || aq_fail "stat on B of a replaced name"
+done
+for i in $(seq 1 10); do
+  echo "old$i" >"$A/swap"
+  timeout "$T" stat "$B/swap" >/dev/null || aq_fail "stat on B"
+  echo "new$i" >"$A/swap.tmp"
+  mv "$A/swap.tmp" "$A/swap"
+  timeout "$T" stat -c %s "$B/swap" >/dev/null 2>"$AQ_SCRATCH/stat_err" ||
+    aq_fail "stat on B of a name replaced on A: $(cat "$AQ_SCRATCH/stat_err")"
+  timeout "$T" /usr/bin/python3 -c 'import os, sys, errno
+try: os.getxattr(sys.argv[1], "user.none")
+except OSError as e: sys.exit(0 if e.errno == errno.ENODATA else f"getxattr: {e}")' "$B/swap" ||
+    aq_fail "getxattr on B of a name replaced on A"
+done
 # A write lease: while B holds the file open for write, A's open for write waits for it.
 exec 7>>"$B/f"
 timeout "$T" bash -c "exec 8>>'$A/f'; echo opened" >"$AQ_SCRATCH/open_a" 2>&1 &
