@@ -238,9 +238,15 @@ void DataServer::MembershipLoop() {
       ++heartbeats_;
     }
     moves_->SetTasks(hb->moves);
+    // Every task of this reply is applied without its own fsync, then one round of directory
+    // fsyncs makes them all durable before any is acknowledged (next heartbeat). Thousands of
+    // per-task fsyncs after an `rm -rf` used to hold the journal for seconds and slow the
+    // metadata server's own synced writes (renames 4x slower).
+    std::vector<uint64_t> pg_applied;
+    std::vector<uint64_t> applied;
     for (const PgGcTask& task : hb->pg_gc) {
       Result<uint64_t> deleted =
-          store_->DeletePgPosition(task.pg_width, task.pg_index, task.position, /*sync=*/true);
+          store_->DeletePgPosition(task.pg_width, task.pg_index, task.position, /*sync=*/false);
       if (!deleted.ok()) {
         log->error("apply pg gc task={} pg={}/{} position={} failed, will retry when resent: {}",
                    task.id, task.pg_width, task.pg_index, task.position,
@@ -249,15 +255,11 @@ void DataServer::MembershipLoop() {
       }
       log->info("applied pg gc task={} pg={}/{} position={} deleted={}", task.id, task.pg_width,
                 task.pg_index, task.position, *deleted);
-      if (std::find(pg_gc_done.begin(), pg_gc_done.end(), task.id) == pg_gc_done.end()) {
-        pg_gc_done.push_back(task.id);
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      ++pg_gc_applied_;
+      pg_applied.push_back(task.id);
     }
     for (const GcTask& task : hb->gc) {
       Result<uint64_t> deleted =
-          store_->DeleteRange(task.inode, task.from_stripe, task.max_version, /*sync=*/true);
+          store_->DeleteRange(task.inode, task.from_stripe, task.max_version, /*sync=*/false);
       if (!deleted.ok()) {
         log->error("apply gc task={} ino={} failed, will retry when resent: {}", task.id,
                    task.inode.value(), deleted.status().ToString());
@@ -265,12 +267,27 @@ void DataServer::MembershipLoop() {
       }
       log->debug("applied gc task={} ino={} from_stripe={} max_version={} deleted={}", task.id,
                  task.inode.value(), task.from_stripe, task.max_version, *deleted);
-      if (std::find(gc_done.begin(), gc_done.end(), task.id) == gc_done.end()) {
-        gc_done.push_back(task.id);
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      ++gc_applied_;
+      applied.push_back(task.id);
     }
+    if (pg_applied.empty() && applied.empty()) continue;
+    if (Status synced = store_->SyncDeletes(); !synced.ok()) {
+      log->error("gc: fsync of {} applied tasks failed, will apply again when resent: {}",
+                 pg_applied.size() + applied.size(), synced.ToString());
+      continue;
+    }
+    for (uint64_t task_id : pg_applied) {
+      if (std::find(pg_gc_done.begin(), pg_gc_done.end(), task_id) == pg_gc_done.end()) {
+        pg_gc_done.push_back(task_id);
+      }
+    }
+    for (uint64_t task_id : applied) {
+      if (std::find(gc_done.begin(), gc_done.end(), task_id) == gc_done.end()) {
+        gc_done.push_back(task_id);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pg_gc_applied_ += pg_applied.size();
+    gc_applied_ += applied.size();
   }
 }
 

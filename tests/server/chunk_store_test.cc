@@ -245,6 +245,27 @@ TEST_F(ChunkStoreTest, DeleteRangeHonoursFromStripeAndMaxVersion) {
   EXPECT_EQ(store_->Stats().chunk_count, 1u);
 }
 
+// Deletes made without their own fsync (a heartbeat's GC tasks) are applied at once and made
+// durable together by SyncDeletes; the store reopened afterwards does not bring them back.
+TEST_F(ChunkStoreTest, UnsyncedDeletesAreGoneAtOnceAndSyncDeletesMakesThemDurable) {
+  for (uint64_t ino = 20; ino < 60; ++ino) {
+    ASSERT_TRUE(store_->Write({InodeId(ino), 0, 0}, 1, 0, "x", true).ok());
+  }
+  ASSERT_TRUE(store_->SyncDeletes().ok());  // nothing pending: a no-op
+  for (uint64_t ino = 20; ino < 50; ++ino) {
+    auto deleted = store_->DeleteRange(InodeId(ino), 0, UINT64_MAX, /*sync=*/false);
+    ASSERT_TRUE(deleted.ok());
+    EXPECT_EQ(*deleted, 1u);
+    EXPECT_TRUE(store_->Versions({InodeId(ino), 0, 0}).empty());
+  }
+  EXPECT_EQ(store_->Stats().chunk_count, 10u);
+  EXPECT_EQ(FilesInStore().size(), 10u);
+  ASSERT_TRUE(store_->SyncDeletes().ok());
+  Reopen();
+  EXPECT_EQ(store_->Stats().chunk_count, 10u);
+  EXPECT_EQ(ReadAll({InodeId(55), 0, 0}), "x");
+}
+
 TEST_F(ChunkStoreTest, ListsInKeyOrderAndResumesAfterAKey) {
   std::vector<ChunkId> ids;
   for (uint64_t ino : {9, 3, 5}) {

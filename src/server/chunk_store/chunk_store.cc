@@ -844,8 +844,29 @@ Result<uint64_t> ChunkStore::DeleteVersions(
     }
     if (!doomed.empty()) dirs.push_back(FanoutOf(id));
   }
-  if (sync) AQ_RETURN_IF_ERROR(SyncDirs(std::move(dirs)));
+  if (sync) {
+    AQ_RETURN_IF_ERROR(SyncDirs(std::move(dirs)));
+  } else if (!dirs.empty()) {
+    std::lock_guard<std::mutex> lock(unsynced_deletes_mu_);
+    unsynced_deletes_.insert(unsynced_deletes_.end(), dirs.begin(), dirs.end());
+  }
   return deleted;
+}
+
+Status ChunkStore::SyncDeletes() {
+  std::vector<uint32_t> dirs;
+  {
+    std::lock_guard<std::mutex> lock(unsynced_deletes_mu_);
+    dirs.swap(unsynced_deletes_);
+  }
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  Status s = SyncDirs(dirs);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(unsynced_deletes_mu_);
+    unsynced_deletes_.insert(unsynced_deletes_.end(), dirs.begin(), dirs.end());
+  }
+  return s;
 }
 
 std::vector<ChunkListEntry> ChunkStore::List(const ChunkId& after, uint32_t limit_chunks,

@@ -190,6 +190,13 @@ class ChunkStore {
   Result<uint64_t> DeletePgPosition(uint32_t pg_width, uint32_t pg_index, uint32_t position,
                                     bool sync);
 
+  // Makes durable every removal made so far by DeleteRange/DeletePgPosition with sync = false:
+  // one fsync per fan-out directory they touched (each once however many deletes touched it),
+  // batched with concurrent syncs. Lets a caller apply many deletes (a heartbeat's GC tasks)
+  // for a single round of fsyncs instead of one per call. Errors: kInternal (the directories
+  // stay pending and the next call retries them).
+  Status SyncDeletes();
+
   // Up to `limit_chunks` chunks with key > after, in key order, each with all its versions
   // (newest last); *eof says whether the listing reached the end. With `pg`, only chunks whose
   // placement is that PG (and of those, only the versions with that placement); the cost is
@@ -253,6 +260,10 @@ class ChunkStore {
   uint64_t used_bytes_ = 0;
   uint64_t version_count_ = 0;
   std::atomic<uint64_t> reserved_bytes_{0};  // writes in flight, counted against capacity
+
+  // Fan-out directories touched by deletes made with sync = false, not yet synced.
+  std::mutex unsynced_deletes_mu_;
+  std::vector<uint32_t> unsynced_deletes_;
 
   // Per fan-out directory: missing, exists (its entry maybe not durable), durable.
   static constexpr uint8_t kDirMissing = 0, kDirExists = 1, kDirDurable = 2;
