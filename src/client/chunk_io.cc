@@ -300,6 +300,30 @@ Status ChunkIo::WriteChunks(
                        std::to_string(needed) + "; last error: " + last_error.ToString();
     return no_space ? NoSpace(what) : Unavailable(what);
   }
+  if (landed < empty_landed + chunks.size()) {
+    // Accepted with fewer chunks than positions: the stripe has less than its full redundancy
+    // until the missing positions are rebuilt (the server's backfill when it was down; a move
+    // of that PG position otherwise). Worth an operator's attention, so not a debug line.
+    std::string missing;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (!chunk_landed[c]) missing += (missing.empty() ? "" : ",") + std::to_string(chunks[c].first);
+    }
+    // At most one line per 10 s (a server down for an hour degrades every stripe written).
+    static std::atomic<int64_t> last_logged_ms{0};
+    static std::atomic<uint64_t> unlogged{0};
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               Clock::now().time_since_epoch()).count();
+    int64_t last = last_logged_ms.load();
+    if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
+      Logger("client")->warn(
+          "stripe written degraded ino={} stripe={} version={} positions_missing={} landed={}/{} "
+          "last_error={} (and {} more degraded stripes since the last such line)",
+          inode.value(), stripe, version, missing, landed, empty_landed + chunks.size(),
+          last_error.ToString(), unlogged.exchange(0));
+    } else {
+      unlogged.fetch_add(1);
+    }
+  }
   return OkStatus();
 }
 
