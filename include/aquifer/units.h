@@ -19,6 +19,8 @@ inline constexpr uint64_t kMaxStripeUnitBytes = 16 * kMiB;
 inline constexpr uint64_t kMaxRpcMessageBytes = 80 * kMiB;
 // Most closes one ReleaseBatch call may carry (the metadata server refuses more).
 inline constexpr uint64_t kMaxReleaseBatchItems = 1024;
+// Most data servers one Commit may name as having missed chunks (CommitRequest.backfill_servers).
+inline constexpr int kMaxBackfillServers = 256;
 
 constexpr uint64_t operator""_KiB(unsigned long long v) { return v * kKiB; }
 constexpr uint64_t operator""_MiB(unsigned long long v) { return v * kMiB; }

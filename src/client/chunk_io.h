@@ -65,6 +65,15 @@ class ChunkIo {
                      std::span<const std::byte> bytes, uint64_t version,
                      uint64_t committed_version, bool sync);
 
+  // Data servers that missed a chunk of `inode` in a stripe WriteStripe accepted with fewer
+  // chunks than positions, since the last call; the call forgets them (at most
+  // kMaxBackfillServers). The commit of those writes names them to the metadata server, which
+  // has each run a backfill pass (nothing else would rebuild a chunk missed by a server that
+  // stayed up). Memory: one small set per inode with such writes, at most 4096 inodes kept.
+  std::vector<ServerId> TakeMissedServers(InodeId inode);
+  // Puts back servers taken by TakeMissedServers when the commit that carried them failed.
+  void ReturnMissedServers(InodeId inode, std::span<const ServerId> servers);
+
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
   // past stripe_len, and never-written stripes, read as zeros.
@@ -127,6 +136,8 @@ class ChunkIo {
   ThreadPool pool_;
 
   mutable std::mutex mu_;  // guards map_, clients_, codecs_
+  std::mutex missed_mu_;   // guards missed_
+  std::map<uint64_t, std::vector<ServerId>> missed_;  // inode -> servers that missed chunks
   std::shared_ptr<const ClusterMap> map_;
   std::map<std::string, std::shared_ptr<DataClient>> clients_;  // by address
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCodec>> codecs_;

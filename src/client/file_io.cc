@@ -326,10 +326,14 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
       AQ_RETURN_IF_ERROR(FlushStripe(f, stripe, sync));
     }
   }
+  const std::vector<ServerId> missed = io_->TakeMissedServers(f.inode);
   Result<client::CommitReply> reply = WithSession([&](SessionId session) {
-    return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync);
+    return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed);
   });
-  if (!reply.ok()) return reply.status().WithPrefix("commit");
+  if (!reply.ok()) {
+    io_->ReturnMissedServers(f.inode, missed);
+    return reply.status().WithPrefix("commit");
+  }
   f.committed_version = f.write_version;
   if (reply->next_write_version > f.write_version) f.write_version = reply->next_write_version;
   f.stored_size = f.size;

@@ -93,6 +93,9 @@ struct CommitArgs {
   Timespec mtime;
   uint64_t write_version = 0;
   bool sync = false;  // durable on disk before returning
+  // Data servers that missed chunks of this file's writes (stripes accepted degraded): each is
+  // told, in its next heartbeat reply, to run a backfill pass. Unknown ids are ignored.
+  std::vector<ServerId> backfill_servers;
 };
 
 struct CommitResult {
@@ -170,6 +173,7 @@ struct HeartbeatReply {
   std::vector<MoveAssignment> moves;
   std::vector<PgGcTask> pg_gc;  // PG positions to delete; resent until acked
   MemberState state = MemberState::kIn;
+  bool backfill = false;  // a client committed writes that missed this server: backfill soon
 };
 
 struct ServerStatus {
@@ -354,6 +358,7 @@ class MetadataService {
     int64_t down_since_ms = 0;  // when it was marked down (valid while !up)
     uint64_t chunk_count = 0;
     uint64_t chunks_scrubbed = 0, corrupt_found = 0, corrupt_repaired = 0;
+    bool backfill_wanted = false;  // told in the next heartbeat reply (memory only)
   };
   struct MoveState {  // a persisted MoveTask plus what is known in memory only
     MoveTask task;

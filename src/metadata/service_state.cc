@@ -155,6 +155,17 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
   }
   // fsync: make it durable without holding the namespace lock across the disk flush.
   if (a.sync) AQ_RETURN_IF_ERROR(store_->Sync());
+  if (!a.backfill_servers.empty()) {
+    // Only now: a backfill skips stripes past the committed size, so it must not run before.
+    std::lock_guard lock(cluster_mu_);
+    for (ServerId id : a.backfill_servers) {
+      auto it = servers_.find(id.value());
+      if (it == servers_.end() || it->second.backfill_wanted) continue;
+      it->second.backfill_wanted = true;
+      Logger("meta")->info("backfill wanted server={}: a client wrote inode={} without its chunks",
+                           id.value(), a.ino.value());
+    }
+  }
   return out;
 }
 
@@ -697,6 +708,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   HeartbeatReply reply;
   reply.map_version = map_version_;
   reply.state = s.record.state;
+  reply.backfill = std::exchange(s.backfill_wanted, false);
   for (const auto& [id, m] : moves_) {
     if (!m.running || m.task.to != a.server) continue;
     reply.moves.push_back(MoveAssignment{m.task, uint64_t{move_rate_mib_} * kMiB});

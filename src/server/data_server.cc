@@ -238,6 +238,13 @@ void DataServer::MembershipLoop() {
       ++heartbeats_;
     }
     moves_->SetTasks(hb->moves);
+    if (hb->backfill) {
+      // The stripes are committed already (meta passes the hint on only after the commit), so
+      // there is no reason to wait the post-registration delay.
+      log->info("a client wrote stripes without this server's chunks: backfill requested");
+      scrubber_->RequestBackfill(
+          std::min<std::chrono::milliseconds>(backfill_delay, std::chrono::seconds(1)));
+    }
     // Every task of this reply is applied without its own fsync, then one round of directory
     // fsyncs makes them all durable before any is acknowledged (next heartbeat). Thousands of
     // per-task fsyncs after an `rm -rf` used to hold the journal for seconds and slow the

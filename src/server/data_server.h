@@ -61,6 +61,7 @@ struct HeartbeatReply {
   std::vector<PgGcTask> pg_gc;   // PG positions to delete, then ack in pg_gc_done
   std::string state;             // "in", "draining", "removed" ("" from an older meta)
   uint64_t map_version = 0;
+  bool backfill = false;         // a client wrote stripes without this server's chunks: backfill
 };
 
 // aquifer-meta as seen by a data server. Implementations: gRPC (rpc/), fakes in tests.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -22,6 +23,7 @@ namespace {
 
 using testing::ProcessClusterOptions;
 using testing::RandomBytes;
+using testing::WaitUntil;
 
 const Caller kRoot{};
 
@@ -99,6 +101,53 @@ TEST_F(ClusterTest, ReadsAndWritesGoOnPastTwoDataServersThatStopAnswering) {
     ASSERT_OK(cluster_->PauseDataServer(5, false));
     ASSERT_OK(cluster_->WaitForUpDataServers(6));
   }
+}
+
+// Counts the chunk files of `inode` under a data server's chunk directory.
+int ChunkFilesOf(const std::string& data_dir, InodeId inode) {
+  const std::string prefix = "c." + std::to_string(inode.value()) + ".";
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data_dir + "/chunks", ec)) {
+    if (e.is_regular_file() && e.path().filename().string().starts_with(prefix)) ++n;
+  }
+  return n;
+}
+
+// A data server that stays up (in the map) but does not answer a stripe's chunk write gets the
+// stripe accepted without its chunk. The commit names it, the metadata server has it backfill,
+// and it rebuilds the chunk, so the file survives two other servers crashing afterwards. Before,
+// nothing rebuilt the chunk until a move of that PG position (the stripe tolerated one loss).
+TEST_F(ClusterTest, AChunkMissedByAServerThatStayedUpIsBackfilledAfterTheCommit) {
+  ProcessClusterOptions cluster;
+  cluster.heartbeat_timeout_ms = 10000;  // the pause below never marks the server down
+  // No backfill after registration within the test: only the commit's request can start one.
+  cluster.data_flags = {"--backfill-delay-ms=600000"};
+  StartCluster(cluster);
+  ClientOptions options;
+  options.chunk_timeout = std::chrono::milliseconds(500);
+  options.rpc_timeout = std::chrono::milliseconds(800);  // chunk writes too
+  auto client = NewClient(options);
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(4 * kMiB, /*seed=*/41);  // one full stripe: 6 chunks
+  ASSERT_OK(cluster_->PauseDataServer(3));
+  ASSERT_OK(client->WriteFile("/missed", blob, kRoot));
+  ASSERT_OK(cluster_->PauseDataServer(3, false));
+  Result<Attributes> attr = client->Resolve("/missed", kRoot);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok());
+  for (const auto& [id, server] : map->servers) ASSERT_TRUE(server.up) << id.value();
+  EXPECT_TRUE(WaitUntil([&] { return ChunkFilesOf(cluster_->data_dir(3), attr->inode) == 1; },
+                        std::chrono::seconds(20)))
+      << "the server that missed the chunk never rebuilt it";
+  ASSERT_OK(cluster_->CrashDataServer(0));
+  ASSERT_OK(cluster_->CrashDataServer(5));
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/missed", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
 }
 
 TEST_F(ClusterTest, SmallReplicatedFilesSurviveTwoDataServerCrashes) {

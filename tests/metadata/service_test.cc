@@ -617,6 +617,32 @@ TEST_F(MetadataServiceTest, GcTasksGoToEveryServerAndDropAfterAllAcked) {
   }
 }
 
+// A commit naming data servers that missed chunks of its writes has each of them told, once, in
+// its next heartbeat reply, to run a backfill pass; other servers are not told; unknown ids are
+// ignored.
+TEST_F(MetadataServiceTest, CommitNamingServersThatMissedChunksHasThemBackfill) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  ClusterMap map = svc_->GetClusterMap();
+  ASSERT_EQ(map.servers.size(), 6u);
+  const ServerId missed = map.servers[2].record.id;
+  CommitArgs commit{c->attr.ino, s->session, 100, {1, 1}, c->write_version, false};
+  commit.backfill_servers = {missed, ServerId(999)};
+  ASSERT_TRUE(svc_->Commit(commit).ok());
+  for (const auto& server : map.servers) {
+    const ServerId id = server.record.id;
+    auto hb = svc_->Heartbeat(HeartbeatArgs{id, 1, 0, 0, {}});
+    ASSERT_TRUE(hb.ok());
+    EXPECT_EQ(hb->backfill, id == missed) << "server " << id.value();
+    auto again = svc_->Heartbeat(HeartbeatArgs{id, 1, 0, 0, {}});
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->backfill) << "told twice: server " << id.value();
+  }
+}
+
 TEST_F(MetadataServiceTest, TruncateRecordsGcTaskForStripesPastTheEnd) {
   auto s = svc_->OpenSession("c");
   ASSERT_TRUE(s.ok());

@@ -391,7 +391,8 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
-                             Timestamp mtime, uint64_t write_version, bool sync) override {
+                             Timestamp mtime, uint64_t write_version, bool sync,
+                             std::span<const ServerId> backfill_servers) override {
     pb::CommitRequest req;
     req.set_ino(inode.value());
     req.set_session(session.value());
@@ -399,6 +400,7 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(mtime, req.mutable_mtime());
     req.set_write_version(write_version);
     req.set_sync(sync);
+    for (ServerId id : backfill_servers) req.add_backfill_servers(id.value());
     pb::CommitResponse resp;
     Status s = FromRpc(Call(&pb::MetaService::Stub::Commit, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;

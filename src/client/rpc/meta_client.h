@@ -90,8 +90,13 @@ class MetaClient {
     }
     return out;
   }
+  // Commits size (bytes), mtime and the data version written. `backfill_servers`: data servers
+  // that missed chunks of those writes (at most kMaxBackfillServers); the metadata server tells
+  // each to run a backfill pass. Errors: kStale (another session holds the write lease, or the
+  // version is older than the committed one), kInvalidArgument, kUnavailable.
   virtual Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
-                                     Timestamp mtime, uint64_t write_version, bool sync) = 0;
+                                     Timestamp mtime, uint64_t write_version, bool sync,
+                                     std::span<const ServerId> backfill_servers = {}) = 0;
   virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
   virtual Status KeepAlive(SessionId session) = 0;
   virtual Status CloseSession(SessionId session) = 0;

@@ -338,6 +338,14 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.mtime = FromPb(req->mtime());
     a.write_version = req->write_version();
     a.sync = req->sync();
+    if (req->backfill_servers_size() > kMaxBackfillServers) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("commit: " + std::to_string(req->backfill_servers_size()) +
+                                " backfill servers, at most " +
+                                std::to_string(kMaxBackfillServers)));
+      return grpc::Status::OK;
+    }
+    for (uint32_t id : req->backfill_servers()) a.backfill_servers.push_back(ServerId(id));
     auto r = svc_->Commit(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -439,6 +447,7 @@ class ServiceImpl final : public pb::MetaService::Service {
         out->set_position(g.position);
       }
       resp->set_state(MemberStateName(r->state));
+      resp->set_backfill(r->backfill);
     }
     return grpc::Status::OK;
   }

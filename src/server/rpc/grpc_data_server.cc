@@ -281,6 +281,7 @@ class GrpcMetaLink final : public MetaLink {
     }
     reply.state = resp.state();
     reply.map_version = resp.map_version();
+    reply.backfill = resp.backfill();
     return reply;
   }
 
