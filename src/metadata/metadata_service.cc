@@ -498,6 +498,14 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
     }
     // O_CREAT without O_EXCL on an existing name opens it.
     if (S_ISDIR((*existing)->mode)) return Status(Code::kIsDirectory, "create over a directory");
+    if (!S_ISREG((*existing)->mode)) {
+      // A symlink, FIFO or device made since the caller found the name free (another client):
+      // opening it here would hand back a non-regular inode where a created file is expected
+      // (the kernel fails that with EIO). kStale has the caller look the name up again, and
+      // then follow the symlink or open the node as a local open(O_CREAT) would.
+      return Status(Code::kStale, "'" + a.name + "' is no longer free and not a regular file: "
+                                  "look it up again");
+    }
     AQ_RETURN_IF_ERROR(CheckAccess(*p, caller, X_OK));
     lock.unlock();
     return Open((*existing)->ino, a.open_for_write ? O_RDWR : O_RDONLY, a.session, caller);

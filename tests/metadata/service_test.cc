@@ -643,6 +643,32 @@ TEST_F(MetadataServiceTest, CommitNamingServersThatMissedChunksHasThemBackfill) 
   }
 }
 
+// O_CREAT without O_EXCL on a name another client made a symlink or FIFO meanwhile answers
+// kStale (look it up again), not that inode: the kernel expects a regular file from a create
+// and failed the open with EIO. A directory answers kIsDirectory; a regular file is opened.
+TEST_F(MetadataServiceTest, NonExclusiveCreateOverASymlinkOrFifoAsksToLookAgain) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(svc_->Symlink(kRootInode, "ln", "target", Root()).ok());
+  ASSERT_TRUE(svc_->Create(CreateArgs{kRootInode, "fifo", S_IFIFO | 0644, 0, true, {}, false},
+                           Root()).ok());
+  ASSERT_TRUE(svc_->Mkdir(kRootInode, "dir", S_IFDIR | 0755, Root()).ok());
+  Inode f = File(kRootInode, "f");
+  for (const char* name : {"ln", "fifo"}) {
+    auto c = svc_->Create(CreateArgs{kRootInode, name, S_IFREG | 0644, 0, false, s->session, true},
+                          Root());
+    EXPECT_EQ(c.status().code(), Code::kStale) << name;
+  }
+  EXPECT_EQ(svc_->Create(CreateArgs{kRootInode, "dir", S_IFREG | 0644, 0, false, s->session, true},
+                         Root()).status().code(),
+            Code::kIsDirectory);
+  auto opened = svc_->Create(CreateArgs{kRootInode, "f", S_IFREG | 0644, 0, false, s->session, true},
+                             Root());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->attr.ino, f.ino);
+  EXPECT_FALSE(opened->created);
+}
+
 TEST_F(MetadataServiceTest, TruncateRecordsGcTaskForStripesPastTheEnd) {
   auto s = svc_->OpenSession("c");
   ASSERT_TRUE(s.ok());
