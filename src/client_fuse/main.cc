@@ -156,6 +156,8 @@ int Run(int argc, char** argv) {
   client_options.meta_address = opts.meta_address;
   client_options.data_wire = opts.data_wire;
   client_options.meta_wire = opts.meta_wire;
+  client_options.lease_wait =
+      std::chrono::milliseconds(static_cast<int64_t>(opts.lease_wait_s * 1000));
   client_options.attr_cache_ttl =
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
   char host[256] = "host";

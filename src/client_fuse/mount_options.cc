@@ -43,6 +43,10 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       Result<double> s = ParseSeconds(key, value);
       if (!s.ok()) return s.status();
       (key == "attr_timeout" ? opts.attr_timeout_s : opts.entry_timeout_s) = *s;
+    } else if (key == "lease_wait") {
+      Result<double> s = ParseSeconds(key, value);
+      if (!s.ok()) return s.status();
+      opts.lease_wait_s = *s;
     } else if (key == "max_threads") {
       std::string v(value);
       char* end = nullptr;
@@ -140,7 +144,9 @@ const char* UsageText() {
   return "usage: aquifer-mount META_ADDR MOUNTPOINT [-f] [-d] [-o opt,...] [--log-level L] "
          "[--log-file F]\n"
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
-         "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1; other -o options go to FUSE\n"
+         "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
+         "  lease_wait=S (seconds an open for write waits for another host's lease, default 30,\n"
+         "  then EAGAIN); other -o options go to FUSE\n"
          "  (ro, allow_other, ...). mount(8) words (rw, defaults, _netdev, noauto, nofail, x-*)\n"
          "  are ignored.\n";
 }

@@ -31,6 +31,8 @@ struct MountOptions {
   std::string client_name;            // -o client_name=: shown by aquifer-meta (default host:pid)
   bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
+  double lease_wait_s = 30;           // -o lease_wait=S: an open for write waits this long for
+                                      // another host's write lease, then fails with EAGAIN
   std::vector<std::string> fuse_options;  // the remaining -o options, for libfuse
   bool help = false;                  // -h / --help
   bool version = false;               // -V / --version

@@ -69,6 +69,19 @@ TEST(MountOptionsTest, RejectsBadInputWithAMessage) {
             std::string::npos);
 }
 
+TEST(MountOptionsTest, LeaseWaitIsSecondsWithA30SecondDefault) {
+  EXPECT_EQ(Parse({"h:1", "/m"})->lease_wait_s, 30);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "lease_wait=600"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->lease_wait_s, 600);
+  EXPECT_TRUE(o->fuse_options.empty());
+  for (const char* bad : {"lease_wait=", "lease_wait=-1", "lease_wait=1e9", "lease_wait=5m"}) {
+    Result<MountOptions> r = Parse({"h:1", "/m", "-o", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("lease_wait"), std::string::npos) << bad;
+  }
+}
+
 TEST(MountOptionsTest, WiresAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_TRUE(Parse({"h:1", "/m"})->data_wire);
   EXPECT_TRUE(Parse({"h:1", "/m"})->meta_wire);
