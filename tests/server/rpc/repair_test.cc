@@ -410,6 +410,12 @@ TEST_F(RepairTest, ScrubRepairsAFlippedByteAndAStaleChunkAndReadsQueueRepairs) {
 TEST_F(RepairTest, BackfillRebuildsChunksMissedWhileDownButNotOfDeletedOrTruncatedFiles) {
   // Server 6 holds position 5 of PG 0 and position 0 of PG 1. It is down while these are
   // written degraded (5 of 6 targets), and comes back before any repair move is planned.
+  // Every server's own first backfill (after registering) is over first: a late one (a loaded
+  // machine) would ask meta about the inodes below and spoil the GetAttr counts.
+  for (auto& [id, server] : servers_) {
+    ASSERT_TRUE(WaitUntil([&] { return server->core().scrub_counters().backfill_passes >= 1; }))
+        << "server " << id;
+  }
   Stop(6);
   const uint64_t kStripe = uint64_t{kK} * kUnit;
   const auto full = WriteStripe(0, 500, 0, 7, RandomBytes(4 * kUnit, 80));   // parity chunk
