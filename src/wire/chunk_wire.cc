@@ -192,13 +192,21 @@ Status Wait(int fd, short events, Deadline deadline) {
 
 }  // namespace
 
+void ConsumeIov(struct iovec*& iov, int& iov_count, size_t sent) {
+  while (iov_count > 0 && sent >= iov->iov_len) {
+    sent -= iov->iov_len;
+    ++iov;
+    --iov_count;
+  }
+  if (sent > 0) {  // iov_count > 0 here: sent never exceeds what is left
+    iov->iov_base = static_cast<char*>(iov->iov_base) + sent;
+    iov->iov_len -= sent;
+  }
+}
+
 Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline) {
+  ConsumeIov(iov, iov_count, 0);
   while (iov_count > 0) {
-    if (iov->iov_len == 0) {
-      ++iov;
-      --iov_count;
-      continue;
-    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(std::min(iov_count, 64));
@@ -211,16 +219,7 @@ Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline) {
       }
       return Unavailable(std::string("wire: send: ") + std::strerror(errno));
     }
-    size_t left = static_cast<size_t>(n);
-    while (left > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --iov_count;
-    }
-    if (left > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    ConsumeIov(iov, iov_count, static_cast<size_t>(n));
   }
   return OkStatus();
 }

@@ -109,6 +109,10 @@ using Deadline = std::chrono::steady_clock::time_point;
 // Errors: kUnavailable with "timed out", "connection closed" (the peer closed before all bytes
 // came) or the errno text; the connection must then be closed (a frame may be half sent).
 Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline);
+// Moves `iov` / `iov_count` past `sent` bytes just written (sendmsg's return) and past any empty
+// entries after them; the first partly written entry is trimmed in place. The shared step of
+// SendAll and WriteFull (connection.h). `sent` must not exceed the bytes left in the array.
+void ConsumeIov(struct iovec*& iov, int& iov_count, size_t sent);
 Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_first = false);
 
 // Connects a TCP socket to `host`:`port` (a numeric IPv4 or IPv6 address, or a name), with

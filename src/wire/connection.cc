@@ -60,12 +60,8 @@ Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) 
 }
 
 Status WriteFull(int fd, iovec* iov, int iov_count) {
+  ConsumeIov(iov, iov_count, 0);
   while (iov_count > 0) {
-    if (iov->iov_len == 0) {
-      ++iov;
-      --iov_count;
-      continue;
-    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(iov_count);
@@ -74,16 +70,7 @@ Status WriteFull(int fd, iovec* iov, int iov_count) {
       if (errno == EINTR) continue;
       return Unavailable(std::string("wire: send: ") + std::strerror(errno));
     }
-    size_t left = static_cast<size_t>(n);
-    while (left > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --iov_count;
-    }
-    if (left > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    ConsumeIov(iov, iov_count, static_cast<size_t>(n));
   }
   return OkStatus();
 }

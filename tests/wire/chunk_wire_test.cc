@@ -70,6 +70,35 @@ TEST(ChunkWireTest, FramesRoundTripEveryField) {
   EXPECT_EQ(h->instance, 0xfeedfacecafebeefull);
 }
 
+// ConsumeIov, the step SendAll and WriteFull share after each sendmsg: whole entries are
+// dropped, a partly sent one is trimmed, empty entries are skipped.
+TEST(ChunkWireTest, ConsumeIovDropsSentEntriesTrimsAPartialOneAndSkipsEmptyOnes) {
+  char a[4], b[6];
+  struct Case {
+    const char* what;
+    size_t sent;
+    int left;              // entries left
+    size_t first_len;      // length of the first entry left (if any)
+    const char* first_at;  // where it starts
+  };
+  for (const Case& c : {Case{"nothing sent: leading empty entry skipped", 0, 3, 4, a},
+                        Case{"part of the first", 3, 3, 1, a + 3},
+                        Case{"exactly the first: the empty one after it skipped too", 4, 1, 6, b},
+                        Case{"into the last", 7, 1, 3, b + 3},
+                        Case{"everything", 10, 0, 0, nullptr}}) {
+    iovec vec[4] = {{nullptr, 0}, {a, 4}, {nullptr, 0}, {b, 6}};
+    iovec* iov = vec;
+    int count = 4;
+    ConsumeIov(iov, count, 0);  // as SendAll starts
+    ConsumeIov(iov, count, c.sent);
+    EXPECT_EQ(count, c.left) << c.what;
+    if (count > 0) {
+      EXPECT_EQ(iov->iov_len, c.first_len) << c.what;
+      EXPECT_EQ(iov->iov_base, static_cast<void*>(const_cast<char*>(c.first_at))) << c.what;
+    }
+  }
+}
+
 TEST(ChunkWireTest, IntegersAreLittleEndianAtDocumentedOffsets) {
   const auto f = EncodeRequest(SampleWrite());
   EXPECT_EQ(f[0], std::byte{'A'});  // magic "AQWQ"
