@@ -301,23 +301,16 @@ Status ChunkIo::WriteChunks(
     return no_space ? NoSpace(what) : Unavailable(what);
   }
   if (landed < empty_landed + chunks.size()) {
-    {
-      // Remembered for the commit, which has these servers backfill (docs/repair.md).
-      std::lock_guard lock(missed_mu_);
-      constexpr size_t kMaxInodesTracked = 4096;
-      if (missed_.size() >= kMaxInodesTracked && !missed_.contains(inode.value())) missed_.clear();
-      std::vector<ServerId>& servers = missed_[inode.value()];
-      for (size_t c = 0; c < chunks.size(); ++c) {
-        if (chunk_landed[c]) continue;
-        const uint32_t position = chunks[c].first;
-        for (ServerId id : {where.targets[position], where.pending[position]}) {
-          if (id.value() != 0 && std::find(servers.begin(), servers.end(), id) == servers.end() &&
-              servers.size() < static_cast<size_t>(kMaxBackfillServers)) {
-            servers.push_back(id);
-          }
-        }
+    // Remembered for the commit, which has these servers backfill (docs/repair.md).
+    std::vector<ServerId> missed_servers;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunk_landed[c]) continue;
+      const uint32_t position = chunks[c].first;
+      for (ServerId id : {where.targets[position], where.pending[position]}) {
+        if (id.value() != 0) missed_servers.push_back(id);
       }
     }
+    AddMissedServers(inode, missed_servers);
     // Accepted with fewer chunks than positions: the stripe has less than its full redundancy
     // until the missing positions are rebuilt (the server's backfill when it was down; a move
     // of that PG position otherwise). Worth an operator's attention, so not a debug line.
@@ -353,9 +346,11 @@ std::vector<ServerId> ChunkIo::TakeMissedServers(InodeId inode) {
   return out;
 }
 
-void ChunkIo::ReturnMissedServers(InodeId inode, std::span<const ServerId> servers) {
+void ChunkIo::AddMissedServers(InodeId inode, std::span<const ServerId> servers) {
   if (servers.empty()) return;
   std::lock_guard lock(missed_mu_);
+  constexpr size_t kMaxInodesTracked = 4096;
+  if (missed_.size() >= kMaxInodesTracked && !missed_.contains(inode.value())) missed_.clear();
   std::vector<ServerId>& kept = missed_[inode.value()];
   for (ServerId id : servers) {
     if (std::find(kept.begin(), kept.end(), id) == kept.end() &&

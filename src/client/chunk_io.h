@@ -71,8 +71,10 @@ class ChunkIo {
   // has each run a backfill pass (nothing else would rebuild a chunk missed by a server that
   // stayed up). Memory: one small set per inode with such writes, at most 4096 inodes kept.
   std::vector<ServerId> TakeMissedServers(InodeId inode);
-  // Puts back servers taken by TakeMissedServers when the commit that carried them failed.
-  void ReturnMissedServers(InodeId inode, std::span<const ServerId> servers);
+  // Adds servers that missed chunks of `inode` (ids, duplicates ignored, at most
+  // kMaxBackfillServers kept per inode): called by WriteStripe, and by a commit that failed to
+  // put back what TakeMissedServers gave it.
+  void AddMissedServers(InodeId inode, std::span<const ServerId> servers);
 
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes

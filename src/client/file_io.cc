@@ -331,7 +331,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
     return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed);
   });
   if (!reply.ok()) {
-    io_->ReturnMissedServers(f.inode, missed);
+    io_->AddMissedServers(f.inode, missed);
     return reply.status().WithPrefix("commit");
   }
   f.committed_version = f.write_version;
