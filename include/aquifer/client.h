@@ -23,6 +23,7 @@
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "aquifer/stripe_map.h"
 #include "aquifer/units.h"
 
 namespace aquifer {
@@ -66,6 +67,10 @@ struct Attributes {
   Timestamp atime, mtime, ctime;
   Layout layout;               // regular files only
   uint64_t data_version = 0;   // committed chunk version (regular files)
+  // Regular files: which stripes were written, and their truncate floors (null: unknown, as
+  // from a server without stripe maps). Shared, never changed after it is made.
+  std::shared_ptr<const StripeMap> stripes;
+  uint64_t truncate_floor = 0;  // the floor a stripe written anew gets at the next commit
 };
 
 // Which attributes SetAttr changes; unset fields stay as they are.
@@ -96,9 +101,10 @@ struct DirPage {
 
 // File-system totals for statfs(2), in bytes of usable space (after parity overhead).
 struct FsStats {
-  uint64_t total_bytes = 0;
-  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;           // after the parity overhead of the cluster's default layout
+  uint64_t free_bytes = 0;            // likewise
   uint64_t files = 0;                 // inodes in use
+  uint64_t raw_free_bytes = 0;        // free on the up data servers, before any parity overhead
 };
 
 // A POSIX record lock (fcntl) or flock range. Bytes [start, end], end inclusive;
@@ -172,7 +178,8 @@ class Client {
   Result<Attributes> GetAttr(InodeId inode);
   // Changes attributes. A size change on a regular file first writes or discards this client's
   // buffered data and rewrites the stripe the new end falls in, so bytes past the new size read as
-  // zeros after a later extension. Errors: as Lookup, plus kNotPermitted, kIsDirectory (size on a dir).
+  // zeros after a later extension. Errors: as Lookup, plus kNotPermitted, kIsDirectory (size on a dir),
+  // kFileTooLarge (size past kMaxFileBytes, 2^63 - 1; refused before any I/O).
   Result<Attributes> SetAttr(InodeId inode, const AttrChanges& changes, const Caller& caller);
   // `mode` carries type bits (S_IFDIR implied for Mkdir) and permissions with umask applied.
   Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
@@ -248,8 +255,8 @@ class Client {
   uint64_t ReadCacheBytes() const;
   // Buffers `data` at `offset_bytes` (ignored with O_APPEND); full stripes are encoded and written
   // as they fill. Returns bytes accepted (all of them). Errors: kNoSpace, kUnavailable (fewer than
-  // k targets reachable), kInvalidArgument (offset + size overflows), kPermissionDenied (not open
-  // for write).
+  // k targets reachable), kInvalidArgument (offset + size overflows), kFileTooLarge (it would end
+  // past kMaxFileBytes, 2^63 - 1; nothing is buffered), kPermissionDenied (not open for write).
   Result<size_t> Write(OpenFile& file, uint64_t offset_bytes, std::span<const std::byte> data);
   // Buffers `data` at the file's end as this client knows it (the committed size at open plus
   // this client's writes; authoritative while it holds the write lease), whatever the handle's
@@ -263,7 +270,10 @@ class Client {
   // the metadata server before return.
   Status Fsync(OpenFile& file, bool datasync);
   // Allocates [offset, offset + length): mode 0 extends the size like a write of zeros.
-  // Errors: kNotSupported for other modes.
+  // Errors: kNotSupported for other modes; kFileTooLarge when the range ends past kMaxFileBytes
+  // (2^63 - 1); kNoSpace when the bytes it adds past the file's end, times the layout's overhead
+  // (k + m) / k, are more than the cluster's free bytes (one StatFs call, whatever the length);
+  // StatFs's errors.
   Status Fallocate(OpenFile& file, int mode, uint64_t offset_bytes, uint64_t length_bytes);
   // Flushes and commits, then releases the write lease and the open count (an unlinked file is
   // deleted at its last release). The release message to the metadata server is sent in the

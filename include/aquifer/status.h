@@ -37,6 +37,9 @@ enum class Code : uint8_t {
   kNotSupported,      // the operation is not supported: EOPNOTSUPP
   kDeadlock,          // a blocking lock would deadlock: EDEADLK
   kTooManyLinks,      // nlink would pass its maximum: EMLINK
+  kFileTooLarge,      // a size or offset past the largest a file may have (2^63 - 1): EFBIG
+  kDataLoss,          // written data is gone beyond the layout's redundancy; retrying will not
+                      // help: report EIO, log the inode and stripe, tell the operator (fsck)
 };
 
 // Returns a stable lower-case name for `code`, e.g. "not_found". Never null.

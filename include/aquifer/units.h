@@ -13,6 +13,11 @@ inline constexpr uint64_t kGiB = 1024 * kMiB;
 inline constexpr uint64_t kMaxNameBytes = 255;
 // Longest symlink target, in bytes (PATH_MAX).
 inline constexpr uint64_t kMaxSymlinkBytes = 4096;
+// Largest size a file may have, and the largest offset + length any call may reach, in bytes:
+// 2^63 - 1, the kernel's MAX_LFS_FILESIZE (what off_t can hold). The metadata server refuses
+// sizes, offsets and lock ranges past it with kFileTooLarge (EFBIG); the client library refuses
+// writes and fallocates that would end past it before any I/O.
+inline constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 63) - 1;
 // Largest stripe unit a layout may have, in bytes.
 inline constexpr uint64_t kMaxStripeUnitBytes = 16 * kMiB;
 // Largest gRPC message any Aquifer service accepts, in bytes.
@@ -21,6 +26,8 @@ inline constexpr uint64_t kMaxRpcMessageBytes = 80 * kMiB;
 inline constexpr uint64_t kMaxReleaseBatchItems = 1024;
 // Most data servers one Commit may name as having missed chunks (CommitRequest.backfill_servers).
 inline constexpr int kMaxBackfillServers = 256;
+// Most written-stripe ranges one Commit may carry (CommitRequest.written_stripes, in pairs).
+inline constexpr uint64_t kMaxCommitStripeRanges = 65536;
 
 constexpr uint64_t operator""_KiB(unsigned long long v) { return v * kKiB; }
 constexpr uint64_t operator""_MiB(unsigned long long v) { return v * kMiB; }

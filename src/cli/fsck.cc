@@ -19,7 +19,21 @@ struct FileInfo {
   uint64_t data_version = 0;
   uint32_t k = 0, m = 0, unit_bytes = 0;
   std::string path;
+  bool stripes_known = false;
+  std::vector<StripeExtent> stripes;  // recorded as written (the file's stripe map)
+  uint64_t checked_to = 0;            // stripes below this were seen in the listings or counted
   uint64_t StripeSpan() const { return static_cast<uint64_t>(k) * unit_bytes; }
+  uint64_t EndStripe() const {
+    const uint64_t span = StripeSpan();
+    return span == 0 ? 0 : size / span + (size % span != 0 ? 1 : 0);
+  }
+  // The recorded floor of `stripe`, or nullopt when the map says it is a hole (or is unknown).
+  std::optional<uint64_t> FloorOf(uint64_t stripe) const {
+    for (const StripeExtent& e : stripes) {
+      if (e.begin_stripe <= stripe && stripe < e.end_stripe) return e.floor_version;
+    }
+    return std::nullopt;
+  }
 };
 
 // One server's listing, fetched a page at a time.
@@ -145,6 +159,7 @@ class Checker {
     }
     r_.servers_listed = cursors_.size();
     AQ_RETURN_IF_ERROR(Merge());
+    for (auto& [ino, f] : files_) CountUnlisted(ino, f, f.EndStripe());
     ConfirmOrphans();
     if (o_.repair) Repair();
     Summary();
@@ -182,6 +197,8 @@ class Checker {
               f.k = e.attr.k;
               f.m = e.attr.m;
               f.unit_bytes = e.attr.unit_bytes;
+              f.stripes_known = e.attr.stripes_known;
+              f.stripes = e.attr.stripes;
               f.path = child;
               ++r_.files;
             }
@@ -243,11 +260,20 @@ class Checker {
       for (const auto& [server, c] : group) NoteOrphan(no_inode_, ino, stripe, server, c);
       return;
     }
-    const FileInfo& f = fit->second;
+    FileInfo& f = fit->second;
+    CountUnlisted(ino, f, stripe);
+    f.checked_to = std::max(f.checked_to, stripe + 1);
+    // With a stripe map: a stripe it does not record is a hole whose chunks are a truncate's
+    // leftovers (their GC waits for the file's last close), and chunks at or below a recorded
+    // stripe's floor are leftovers too. Neither is data to check.
+    std::optional<uint64_t> floor = f.FloorOf(stripe);
+    if (f.stripes_known && !floor) return;
+    const uint64_t below = floor.value_or(0);
     std::set<std::pair<uint64_t, uint32_t>> uncommitted;
     uint64_t newest = 0;
     bool any_committed = false;
     for (const auto& [server, c] : group) {
+      if (f.stripes_known && c.version <= below) continue;
       if (c.version > f.data_version) {
         uncommitted.insert({c.version, c.position});
       } else {
@@ -264,7 +290,12 @@ class Checker {
                                               std::to_string(f.data_version) +
                                               " (a writer's, or a crashed one's)");
     }
-    if (!any_committed) return;
+    if (!any_committed) {
+      if (f.stripes_known && stripe < f.EndStripe()) {
+        ReportLost(ino, f, stripe, stripe + 1, "only uncommitted or truncated chunk versions");
+      }
+      return;
+    }
     const uint64_t span = f.StripeSpan();
     const uint64_t end_stripe = span == 0 ? 0 : (f.size + span - 1) / span;
     if (stripe >= end_stripe) {
@@ -278,6 +309,7 @@ class Checker {
     std::map<uint64_t, std::pair<std::set<uint32_t>, const FsckChunk*>, std::greater<>> versions;
     for (const auto& [server, c] : group) {
       if (c.version > f.data_version) continue;
+      if (f.stripes_known && c.version <= below) continue;
       auto& v = versions[c.version];
       v.first.insert(c.position);
       if (v.second == nullptr || (!v.second->has_placement && c.has_placement)) v.second = &c;
@@ -326,8 +358,41 @@ class Checker {
       Print(missing_printed_, "MISSING", first_problem + " (rebuildable)");
     } else {
       ++r_.lost_stripes;
+      if (lost_files_.insert(ino).second) ++r_.lost_files;
       Print(missing_printed_, "LOST", first_problem + " (too few to rebuild)");
     }
+  }
+
+  // Stripes in [f.checked_to, to) that the file's map records as written had no chunk in any
+  // listing: lost (every copy or more than m chunks gone). Only said when every server holding
+  // PG positions was listed; otherwise a skipped server may hold them.
+  void CountUnlisted(uint64_t ino, FileInfo& f, uint64_t to) {
+    to = std::min(to, f.EndStripe());
+    if (!f.stripes_known || f.checked_to >= to) {
+      f.checked_to = std::max(f.checked_to, to);
+      return;
+    }
+    for (const StripeExtent& e : f.stripes) {
+      const uint64_t b = std::max(e.begin_stripe, f.checked_to), x = std::min(e.end_stripe, to);
+      if (b >= x) continue;
+      if (!r_.servers_skipped.empty()) {
+        unverified_stripes_ += x - b;
+        continue;
+      }
+      ReportLost(ino, f, b, x, "no chunk on any server");
+    }
+    f.checked_to = to;
+  }
+
+  void ReportLost(uint64_t ino, const FileInfo& f, uint64_t begin, uint64_t end,
+                  const std::string& why) {
+    r_.lost_stripes += end - begin;
+    if (lost_files_.insert(ino).second) ++r_.lost_files;
+    Print(missing_printed_, "LOST",
+          f.path + " (inode " + std::to_string(ino) + ") stripe" +
+              (end - begin > 1 ? "s " + std::to_string(begin) + "-" + std::to_string(end - 1)
+                               : " " + std::to_string(begin)) +
+              ": recorded as written, " + why + " (reads fail with EIO)");
   }
 
   void Print(size_t& printed, const char* kind, const std::string& what) {
@@ -433,7 +498,13 @@ class Checker {
     out_ << "checked: " << r_.stripes << " stripes, " << r_.chunk_versions
          << " chunk versions on " << r_.servers_listed << " data servers\n";
     out_ << "missing: " << r_.missing_stripes << " stripes (" << r_.missing_chunks
-         << " chunks) rebuildable, " << r_.lost_stripes << " stripes lost\n";
+         << " chunks) rebuildable, " << r_.lost_stripes << " stripes lost in "
+         << r_.lost_files << " files\n";
+    if (unverified_stripes_ > 0) {
+      out_ << "note: " << unverified_stripes_
+           << " stripes recorded as written had no chunk on the listed servers; a server that "
+              "was not listed may hold them (run fsck again when every server is up)\n";
+    }
     out_ << "orphans: " << r_.orphan_chunks << " chunk versions (" << HumanBytes(r_.orphan_bytes)
          << "): " << r_.orphan_inodes << " inodes that do not exist, " << r_.past_eof_files
          << " files with chunks past their end";
@@ -463,6 +534,8 @@ class Checker {
   std::map<uint64_t, Held> no_inode_;
   std::map<uint64_t, Held> past_eof_;
   size_t missing_printed_ = 0, orphan_printed_ = 0, warn_printed_ = 0;
+  std::set<uint64_t> lost_files_;
+  uint64_t unverified_stripes_ = 0;
 };
 
 }  // namespace

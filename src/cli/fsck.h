@@ -10,7 +10,11 @@
 //    (replicated: 0..m; erasure coded: data chunks that are not empty at the tail, and all m
 //    parity chunks), else the stripe is MISSING chunks (rebuildable when k, or 1 copy, remain;
 //    else LOST unless it is a partial version over a whole older one, a crashed writer's: a
-//    warning). A stripe with no chunk at all is a hole (sparse file): not checked.
+//    warning). A stripe with no chunk at all is a hole only if the file's stripe map says so
+//    (never written since its last truncate); a stripe the map records as written with no chunk
+//    on any server is LOST. Chunks at or below a recorded stripe's floor, and chunks of stripes
+//    the map does not record, are a truncate's leftovers awaiting GC: not checked. Files from
+//    before stripe maps (map unknown) keep the old rule: no chunk at all is a hole.
 //    Chunks of an inode that does not exist (confirmed with GetAttr: files created or unlinked
 //    during the walk are not orphans) and committed chunks past a file's end are ORPHANS.
 // 4. With `repair`, orphans are deleted (DeleteChunks on each server that holds them; past-end
@@ -48,6 +52,7 @@ struct FsckReport {
   uint64_t missing_stripes = 0;  // rebuildable
   uint64_t missing_chunks = 0;
   uint64_t lost_stripes = 0;     // fewer than k (or no copy) at the committed version
+  uint64_t lost_files = 0;       // files with a lost stripe
   uint64_t partial_versions = 0; // crashed writer's partial version over a whole older one
   uint64_t uncommitted_versions = 0;  // chunk versions > data_version
   uint64_t orphan_inodes = 0;        // inodes with chunks but no inode

@@ -29,6 +29,26 @@ Status Superseded(InodeId inode, uint64_t stripe, uint64_t bound) {
                                   std::to_string(bound) + " after the reader's view was taken");
 }
 
+// A stripe the stripe map says was written, of which no position holds a chunk above its floor:
+// lost beyond the layout's redundancy. Logged (at most one line per 10 s, with a count).
+Status Lost(InodeId inode, uint64_t stripe, std::string_view why) {
+  static std::atomic<int64_t> last_logged_ms{0};
+  static std::atomic<uint64_t> unlogged{0};
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             Clock::now().time_since_epoch()).count();
+  int64_t last = last_logged_ms.load();
+  if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
+    Logger("client")->error(
+        "stripe lost ino={} stripe={}: {} (and {} more lost stripe reads since the last such "
+        "line); run aquifer fsck",
+        inode.value(), stripe, why, unlogged.exchange(0));
+  } else {
+    unlogged.fetch_add(1);
+  }
+  return Status(Code::kDataLoss, "stripe " + std::to_string(stripe) + " of inode " +
+                                     inode.ToString() + " is lost: " + std::string(why));
+}
+
 // A read that is all zeros (a hole): into *view when the caller takes one, else into `out`.
 void Zeros(ChunkBytes* view, std::span<std::byte> out) {
   if (view != nullptr) {
@@ -363,7 +383,7 @@ void ChunkIo::AddMissedServers(InodeId inode, std::span<const ServerId> servers)
 Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                            uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                            std::span<std::byte> out, bool bound_is_committed,
-                           ChunkBytes* view) {
+                           ChunkBytes* view, const StripeRecord& record) {
   // Every byte of `out` is written on success (unless *view holds them): read bytes, or zeros
   // for holes and the part past stripe_len (the buffers are not zeroed beforehand).
   if (view != nullptr && (view->size() != 0 || begin + out.size() > stripe_len)) view = nullptr;
@@ -374,6 +394,10 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   const uint64_t end = std::min<uint64_t>(begin + out.size(), stripe_len);
   std::memset(out.data() + (end - begin), 0, out.size() - (end - begin));
   std::span<std::byte> wanted = out.subspan(0, end - begin);
+  if (record.known && !record.written) {
+    Zeros(view, wanted);  // a recorded hole: never written since its last truncate
+    return OkStatus();
+  }
   std::shared_ptr<const ClusterMap> map = this->map();
   if (!map) return Unavailable("no cluster map");
   Result<std::vector<ServerId>> targets = map->TargetsOf(layout, stripe);
@@ -385,8 +409,10 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   }
   if (IsReplicated(layout, stripe_len)) {
     // Any one copy of the highest version is usable: no older version to fall back to.
-    return ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                          wanted, bound_is_committed, view);
+    Status s = ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version,
+                              begin, wanted, bound_is_committed, view, record);
+    if (s.code() == Code::kDataLoss) lost_stripe_reads_.fetch_add(1);
+    return s;
   }
   // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
   // commit (of another stripe) may make <= data_version. Those chunks can never decode; the
@@ -396,8 +422,12 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     uint64_t unusable_version = 0;
     // After a fallback the bound is below the committed version: no longer a hint.
     Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                         wanted, bound_is_committed && fallback == 0, &unusable_version, view);
+                         wanted, bound_is_committed && fallback == 0, &unusable_version, view,
+                         record);
+    if (s.code() == Code::kDataLoss) lost_stripe_reads_.fetch_add(1);
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
+    // Versions at or below the floor are a truncate's leftovers: nothing to fall back to.
+    if (record.known && unusable_version - 1 <= record.floor_version) return s;
     Logger("client")->debug(
         "read stripe skips partial version ino={} stripe={} version={} fallback={}",
         inode.value(), stripe, unusable_version, fallback + 1);
@@ -410,7 +440,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                                std::span<std::byte> out, bool bound_is_committed,
-                               ChunkBytes* view) {
+                               ChunkBytes* view, const StripeRecord& record) {
   // The highest version any copy returns is the current one (a copy whose server was down during
   // the last write holds an older version). A copy whose version equals the reader's bound (the
   // usual case: the file's data_version) is current at once, since servers return nothing above
@@ -500,7 +530,9 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
         if (seen[p] || !gather->results[p]) continue;
         seen[p] = true;
         Result<ChunkData>& r = *gather->results[p];
-        if (r.ok()) {
+        if (r.ok() && record.known && r->version <= record.floor_version) {
+          ++not_found;  // a copy from before a truncate: not this stripe's data
+        } else if (r.ok()) {
           if (max_version != 0 && r->version == max_version) {
             ChunkData current = std::move(*r);
             lock.unlock();
@@ -528,6 +560,9 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   // A hole only when every copy says so: a stripe written while some of its targets were down
   // has its copies on the others, and a target that came back empty must not turn it into zeros.
   if (not_found == copies) {
+    if (record.known && record.written) {
+      return Lost(inode, stripe, "no copy on any of its " + std::to_string(copies) + " targets");
+    }
     Zeros(view, out);
     return OkStatus();
   }
@@ -540,7 +575,8 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           const std::vector<ServerId>& targets, const ClusterMap& map,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                           std::span<std::byte> out, bool bound_is_committed,
-                          uint64_t* unusable_version, ChunkBytes* view) {
+                          uint64_t* unusable_version, ChunkBytes* view,
+                          const StripeRecord& record) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -599,7 +635,9 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     for (auto& [p, f] : futures) {
       Result<ChunkData> r = f.get();
       Fetch& fetch = fetches[p];
-      if (r.ok()) {
+      if (r.ok() && record.known && r->version <= record.floor_version) {
+        fetch.state = Fetch::State::kNotFound;  // from before a truncate: not this stripe's data
+      } else if (r.ok()) {
         fetch.state = Fetch::State::kOk;
         fetch.version = r->version;
         fetch.stripe_bytes = r->stripe_bytes;
@@ -699,6 +737,10 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
       // that cannot be read now, never zeros.
       if (vmax == 0 && answered >= confident) {
+        if (record.known && record.written) {
+          return Lost(inode, stripe, std::to_string(answered) + " of " + std::to_string(width) +
+                                         " positions answered and none holds a chunk");
+        }
         Zeros(view, out);
         return OkStatus();
       }

@@ -28,6 +28,7 @@
 #include "aquifer/erasure.h"
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "aquifer/stripe_map.h"
 #include "client/cluster_map.h"
 #include "client/rpc/data_client.h"
 #include "client/rpc/meta_client.h"
@@ -90,12 +91,18 @@ class ChunkIo {
   // Errors: kUnavailable when the needed bytes cannot be read or decoded; kStale when the
   // stripe was written again and max_version's chunks pruned since the caller took its bound
   // (never zeros for it): take a fresh view of the file and read again.
+  // `record` is what the file's stripe map says of this stripe (docs/design.md "Recorded
+  // holes"). Known and not written: a hole, zeros, no data server asked. Known and written:
+  // chunks at or below its floor are a truncate's leftovers and count as absent, and a stripe
+  // with no chunk left is kDataLoss (logged), never zeros. Unknown: holes are inferred (m + 1
+  // positions, or every copy, say "never written").
   // With `view` (empty on entry) and begin + out.size() <= stripe_len: when the bytes need no
   // decoding, they come back in *view instead, as views of the received replies (and zeros for
   // holes), and `out` is not touched; otherwise *view stays empty and `out` holds them.
   Status ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe, uint64_t stripe_len,
                     uint64_t max_version, uint64_t begin, std::span<std::byte> out,
-                    bool bound_is_committed = false, ChunkBytes* view = nullptr);
+                    bool bound_is_committed = false, ChunkBytes* view = nullptr,
+                    const StripeRecord& record = StripeRecord{});
 
   // Deletes chunks of `inode` with stripe >= from_stripe and version <= max_version on every
   // up data server (best effort: the metadata server's GC covers the others).
@@ -105,6 +112,7 @@ class ChunkIo {
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
+  uint64_t lost_stripe_reads() const { return lost_stripe_reads_.load(); }
 
   // How long a replicated read waits for its first copy (asked on the caller's thread) before
   // asking every copy from the pool.
@@ -118,12 +126,13 @@ class ChunkIo {
   Status ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                         const std::vector<ServerId>& targets, const ClusterMap& map,
                         uint64_t stripe_len, uint64_t max_version, uint64_t begin,
-                        std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view);
+                        std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view,
+                        const StripeRecord& record);
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                    std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version,
-                   ChunkBytes* view);
+                   ChunkBytes* view, const StripeRecord& record);
   // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
   // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
   // *stale when a server answered kStale.
@@ -150,6 +159,7 @@ class ChunkIo {
   std::atomic<uint64_t> degraded_reads_{0};
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
+  std::atomic<uint64_t> lost_stripe_reads_{0};
 };
 
 }  // namespace aquifer::client

@@ -171,9 +171,7 @@ Attributes Client::Impl::Overlay(Attributes attr) {
       if (f->dirty.load()) attr.size_bytes = f->local_size.load();
     } else {
       // Close-to-open: a read handle sees what the metadata server now says.
-      std::lock_guard view(f->view_mu);
-      f->view_size = attr.size_bytes;
-      f->view_version = attr.data_version;
+      f->SetView(attr);
     }
   }
   return attr;
@@ -208,6 +206,9 @@ Result<Attributes> Client::GetAttr(InodeId inode) {
 Result<Attributes> Client::SetAttr(InodeId inode, const AttrChanges& changes,
                                    const Caller& caller) {
   if (changes.size_bytes) {
+    if (*changes.size_bytes > kMaxFileBytes) {
+      return Status(Code::kFileTooLarge, "size past the largest file size");
+    }
     AQ_RETURN_IF_ERROR(impl_->TruncateInode(inode, *changes.size_bytes, caller));
   }
   AttrChanges rest = changes;
@@ -342,10 +343,17 @@ namespace {
 constexpr int kStaleReadTries = 4;
 }  // namespace
 
-bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s) {
+bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s, bool* lost) {
   if (s.code() != Code::kStale || f.writable) return false;
+  const FileView before = f.View();
   Result<Attributes> attr = meta_->GetAttr(f.inode);
   if (!attr.ok()) return false;
+  if (attr->data_version == before.version && attr->size_bytes == before.size &&
+      attr->truncate_floor == before.floor) {
+    // Nothing was committed since the view: the bound's chunks should be there, and are not.
+    *lost = true;
+    return false;
+  }
   Overlay(*attr);  // sets the view of every read handle of the inode
   Logger("client")->debug("read view refreshed after a superseded stripe ino={} version={}",
                           f.inode.value(), attr->data_version);
@@ -356,8 +364,13 @@ template <class Fn>
 auto Client::Impl::ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read()) {
   for (int attempt = 1;; ++attempt) {
     auto result = read();
+    bool lost = false;
     if (result.ok() || attempt == kStaleReadTries ||
-        !RefreshViewAfterStale(file, result.status())) {
+        !RefreshViewAfterStale(file, result.status(), &lost)) {
+      // A stripe "rewritten after the view" when nothing was committed since: its committed
+      // chunks are gone. Never ESTALE for that (the kernel would look the name up again, for
+      // nothing): it is lost data, EIO.
+      if (lost) return Status(Code::kDataLoss, result.status().message());
       return result;
     }
   }
@@ -419,9 +432,27 @@ Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
   if (mode != 0) return Status(Code::kNotSupported, "fallocate mode other than 0");
   if (!file.writable) return PermissionDenied("file not open for writing");
   if (offset_bytes + length_bytes < offset_bytes) return InvalidArgument("range overflows");
+  const uint64_t end = offset_bytes + length_bytes;
+  if (end > kMaxFileBytes) return Status(Code::kFileTooLarge, "range past the largest file size");
+  const uint64_t size_now = file.local_size.load();
+  if (end > size_now) {
+    // Nothing is reserved, but a range the cluster could never store is refused at once, from
+    // one StatFs answer (raw free bytes) and this file's overhead (k + m) / k: no cost per byte
+    // or stripe. Asked before file.mu is taken, so no lock is held across the call.
+    Result<FsStats> fs = impl_->meta_->StatFs();
+    if (!fs.ok()) return fs.status().WithPrefix("fallocate");
+    const Layout& l = file.layout;
+    const long double raw = static_cast<long double>(end - size_now) * (l.k + l.m) /
+                            std::max<uint32_t>(l.k, 1);
+    if (raw > static_cast<long double>(fs->raw_free_bytes)) {
+      return Status(Code::kNoSpace, "fallocate: " + std::to_string(end - size_now) +
+                                        " bytes need more than the cluster's " +
+                                        std::to_string(fs->raw_free_bytes) + " free raw bytes");
+    }
+  }
   std::lock_guard lock(file.mu);
-  if (offset_bytes + length_bytes > file.size) {
-    file.size = offset_bytes + length_bytes;
+  if (end > file.size) {
+    file.size = end;
     file.local_size.store(file.size);
     file.dirty.store(true);
   }

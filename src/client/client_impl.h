@@ -47,6 +47,18 @@ struct Registry {
 
 namespace aquifer {
 
+// What a handle reads under: size, version bound, and the stripe map that came with them (one
+// attribute reply), so a reader never mixes a newer map with an older bound.
+struct FileView {
+  uint64_t size = 0;
+  uint64_t version = 0;
+  uint64_t floor = 0;  // the file's truncate floor: part of stripe cache keys
+  std::shared_ptr<const StripeMap> stripes;  // null: unknown
+  StripeRecord Record(uint64_t stripe) const {
+    return stripes ? stripes->Find(stripe) : StripeRecord{};
+  }
+};
+
 class OpenFile {
  public:
   OpenFile() = default;
@@ -62,9 +74,22 @@ class OpenFile {
   int pins = 0;  // guarded by registry->mu
 
   // Read view (size, version bound) of a read-only handle, refreshed by GetAttr.
-  std::mutex view_mu;  // guards view_size, view_version
+  mutable std::mutex view_mu;  // guards view_size, view_version, view_floor, view_stripes
   uint64_t view_size = 0;
   uint64_t view_version = 0;
+  uint64_t view_floor = 0;
+  std::shared_ptr<const StripeMap> view_stripes;
+  FileView View() const {
+    std::lock_guard lock(view_mu);
+    return FileView{view_size, view_version, view_floor, view_stripes};
+  }
+  void SetView(const Attributes& attr) {
+    std::lock_guard lock(view_mu);
+    view_size = attr.size_bytes;
+    view_version = attr.data_version;
+    view_floor = attr.truncate_floor;
+    view_stripes = attr.stripes;
+  }
 
   std::mutex mu;  // guards everything below; held across chunk I/O of writes
   uint64_t write_version = 0;      // version of chunks this writer writes until it commits
@@ -74,6 +99,10 @@ class OpenFile {
   std::atomic<bool> dirty{false};       // size or data changed since the last commit
   uint64_t stored_size = 0;        // the size stored stripes not in written_len are laid out for
   std::map<uint64_t, uint64_t> written_len;  // stripe -> length written at write_version
+  // The stripe map and truncate floor of the last commit (or the open): what the writer's reads
+  // of stripes it did not write since then go by.
+  std::shared_ptr<const StripeMap> committed_stripes;
+  uint64_t truncate_floor = 0;
   std::map<uint64_t, StripeBuffer> buffers;  // stripe -> buffered bytes
   uint64_t buffered_bytes = 0;     // sum of buffers' sizes (counted in registry->dirty_bytes)
   std::deque<std::pair<uint64_t, std::future<Status>>> inflight;  // full stripes being written
@@ -167,7 +196,9 @@ class Client::Impl {
   // After a read of the read-only handle `f` failed with `s`: if `s` is kStale (a stripe was
   // written again and the view's version pruned), takes a fresh view from the metadata server
   // and returns true (read again); false otherwise or when the metadata server cannot answer.
-  bool RefreshViewAfterStale(const OpenFile& f, const Status& s);
+  // Sets *lost when the fresh view is the one the read used (nothing committed since): the
+  // chunks its bound names are gone, which is data loss, not a stale view.
+  bool RefreshViewAfterStale(const OpenFile& f, const Status& s, bool* lost);
   // Runs `read` (returning a Result) and, while it fails with kStale, refreshes the view of
   // `file` and runs it again: at most kStaleReadTries runs. Returns the last result.
   template <class Fn>
@@ -183,15 +214,19 @@ class Client::Impl {
   // Reads stripe `stripe` (stripe_len bytes) of `inode` at `version` from the data servers:
   // views of the replies when no decoding was needed, else a buffer filled by decoding.
   Result<client::StripeBytes> FetchStripe(InodeId inode, const Layout& layout, uint64_t stripe,
-                                          uint64_t stripe_len, uint64_t version);
-  Result<client::StripeBytes> CachedStripe(const OpenFile& f, uint64_t stripe,
-                                           uint64_t stripe_len, uint64_t version);
-  void Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len, uint64_t version);
+                                          uint64_t stripe_len, uint64_t version,
+                                          const StripeRecord& record);
+  Result<client::StripeBytes> CachedStripe(const OpenFile& f, const FileView& view,
+                                           uint64_t stripe, uint64_t stripe_len);
+  void Prefetch(const OpenFile& f, const FileView& view, uint64_t stripe, uint64_t stripe_len);
+  // What the writer `f` (f.mu held) knows of `stripe`: its committed map, plus the stripes it
+  // wrote since, which its next commit records with the floor the metadata server will give.
+  StripeRecord WriterRecord(const OpenFile& f, uint64_t stripe) const;
   // Prefetches the readahead_stripes stripes after `stripe` (those below the end of a file of
   // file_size bytes) at `version`, for a sequential stream, and drops the stripe two behind
   // `stripe` from the cache: the stream has passed it (reads still in flight may reach back one
   // stripe), and the kernel's page cache keeps what it read.
-  void ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size, uint64_t version);
+  void ReadAhead(const OpenFile& f, const FileView& view, uint64_t stripe);
 };
 
 }  // namespace aquifer

@@ -102,6 +102,10 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->layout = reply.attr.layout;
   file->view_size = reply.attr.size_bytes;
   file->view_version = reply.attr.data_version;
+  file->view_floor = reply.attr.truncate_floor;
+  file->view_stripes = reply.attr.stripes;
+  file->committed_stripes = reply.attr.stripes;
+  file->truncate_floor = reply.attr.truncate_floor;
   file->write_version = reply.write_version;
   file->committed_version = reply.attr.data_version;
   file->size = reply.attr.size_bytes;
@@ -123,13 +127,9 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   }
   if (file->writable && regular && (flags & O_TRUNC)) {
     std::lock_guard lock(file->mu);
-    if (file->size > 0) {
-      AQ_RETURN_IF_ERROR(Truncate(*file, 0));
-    } else if (file->committed_version > 0) {
-      // The metadata server truncated: drop old chunks now rather than at its next GC round,
-      // so a later hole never reads them.
-      io_->DeleteFrom(file->inode, 0, file->committed_version);
-    }
+    // The metadata server truncated already (the old chunks stay until the last close, for
+    // readers that still name them; the stripe map keeps them from ever reading as data).
+    if (file->size > 0) AQ_RETURN_IF_ERROR(Truncate(*file, 0));
   }
   Opened opened;
   opened.attr = reply.attr;
@@ -152,6 +152,15 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
 }
 
 // --- writes -------------------------------------------------------------------------------------
+
+StripeRecord Client::Impl::WriterRecord(const OpenFile& f, uint64_t stripe) const {
+  StripeRecord r = f.committed_stripes ? f.committed_stripes->Find(stripe) : StripeRecord{};
+  if (r.known && !r.written && f.written_len.count(stripe)) {
+    r.written = true;
+    r.floor_version = std::min(f.truncate_floor, f.write_version - 1);
+  }
+  return r;
+}
 
 uint64_t Client::Impl::StoredLen(const OpenFile& f, uint64_t stripe) const {
   auto it = f.written_len.find(stripe);
@@ -195,7 +204,9 @@ Status Client::Impl::FlushStripe(OpenFile& f, uint64_t stripe, bool sync) {
       if (stored > 0) {
         AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, stored, f.write_version, 0,
                                            std::span<std::byte>(bytes.data(),
-                                                                std::min(stored, new_len))));
+                                                                std::min(stored, new_len)),
+                                           /*bound_is_committed=*/false, nullptr,
+                                           WriterRecord(f, stripe)));
       }
       if (it != f.buffers.end()) {
         for (const auto& [b, e] : it->second.extents) {
@@ -239,6 +250,9 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
   if (!f.sticky_error.ok()) return f.sticky_error;
   if (append || (f.flags & O_APPEND)) offset = f.size;
   if (offset + data.size() < offset) return InvalidArgument("offset + size overflows");
+  if (offset + data.size() > kMaxFileBytes) {
+    return Status(Code::kFileTooLarge, "write past the largest file size");
+  }
   if (data.empty()) return size_t{0};
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
@@ -327,8 +341,22 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
     }
   }
   const std::vector<ServerId> missed = io_->TakeMissedServers(f.inode);
+  // The stripes written since the last commit, as ranges: they join the file's stripe map, so
+  // a reader tells a hole (never written) from a stripe whose chunks are lost.
+  std::vector<std::pair<uint64_t, uint64_t>> written;
+  for (const auto& [stripe, len] : f.written_len) {
+    if (!written.empty() && written.back().second == stripe) {
+      written.back().second = stripe + 1;
+    } else {
+      written.emplace_back(stripe, stripe + 1);
+    }
+  }
+  if (written.size() > kMaxCommitStripeRanges) {
+    return Internal("commit: " + std::to_string(written.size()) + " written stripe ranges");
+  }
   Result<client::CommitReply> reply = WithSession([&](SessionId session) {
-    return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed);
+    return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed,
+                         &written);
   });
   if (!reply.ok()) {
     io_->AddMissedServers(f.inode, missed);
@@ -339,10 +367,14 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   f.stored_size = f.size;
   f.written_len.clear();
   f.dirty.store(false);
+  f.committed_stripes = reply->attr.stripes;
+  f.truncate_floor = reply->attr.truncate_floor;
   {
     std::lock_guard view(f.view_mu);
     f.view_size = f.size;
     f.view_version = f.committed_version;
+    f.view_floor = reply->attr.truncate_floor;
+    f.view_stripes = reply->attr.stripes;
   }
   return OkStatus();
 }
@@ -352,14 +384,14 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
   const uint64_t old_size = f.size;
-  const uint64_t old_version = f.write_version;
   if (new_size < old_size && new_size % sb != 0) {
     // Rewrite the stripe the new end falls in, so bytes past the new end read as zeros later.
     const uint64_t stripe = new_size / sb;
     const uint64_t new_len = new_size - stripe * sb;
     client::ByteVec bytes(new_len);  // ReadStripe fills every byte
     AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, stripe, StoredLen(f, stripe),
-                                       f.write_version, 0, bytes));
+                                       f.write_version, 0, bytes, /*bound_is_committed=*/false,
+                                       nullptr, WriterRecord(f, stripe)));
     cache_->Invalidate(f.inode, stripe);
     AQ_RETURN_IF_ERROR(io_->WriteStripe(f.inode, layout, stripe, bytes, f.write_version,
                                         f.committed_version, /*sync=*/false));
@@ -370,17 +402,20 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
   f.dirty.store(true);
   f.mtime = Now();
   AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
-  // The metadata server records the size and schedules garbage collection of whole stripes past
-  // the end; the client also deletes them now so a later extension reads zeros at once.
+  // The metadata server records the size, cuts the stripes past the end from the file's stripe
+  // map (so they read as holes, whatever chunks remain), moves its truncate floor, and queues
+  // their GC for after the last close: a reader that opened before still reads the old bytes.
   AttrChanges size_change;
   size_change.size_bytes = new_size;
   Result<Attributes> attr = WithSession(
       [&](SessionId session) { return meta_->SetAttr(f.inode, size_change, Caller{}, session); });
   if (!attr.ok()) return attr.status().WithPrefix("set size");
   if (new_size < old_size) {
-    const uint64_t from_stripe = (new_size + sb - 1) / sb;
-    for (uint64_t s = from_stripe; s * sb < old_size; ++s) cache_->Invalidate(f.inode, s);
-    io_->DeleteFrom(f.inode, from_stripe, old_version);
+    cache_->InvalidateFrom(f.inode, new_size / sb);
+    // The floor is now at or above this writer's version: a commit gives it a version above the
+    // floor (and the new map), so stripes it writes next count as data.
+    f.dirty.store(true);
+    AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
   }
   return OkStatus();
 }
@@ -425,49 +460,51 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
 
 Result<StripeBytes> Client::Impl::FetchStripe(InodeId inode, const Layout& layout,
                                               uint64_t stripe, uint64_t stripe_len,
-                                              uint64_t version) {
+                                              uint64_t version, const StripeRecord& record) {
   // The buffer is only written (its pages only touched) when the read has to decode.
   auto buffer = std::make_shared<client::ByteVec>(stripe_len);
   client::ChunkBytes view;
   AQ_RETURN_IF_ERROR(io_->ReadStripe(inode, layout, stripe, stripe_len, version, 0, *buffer,
-                                     /*bound_is_committed=*/true, &view));
+                                     /*bound_is_committed=*/true, &view, record));
   if (view.size() == stripe_len) return std::make_shared<const client::ChunkBytes>(std::move(view));
   std::vector<std::span<const std::byte>> all{{buffer->data(), buffer->size()}};
   return std::make_shared<const client::ChunkBytes>(std::move(all), std::move(buffer));
 }
 
-Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, uint64_t stripe,
-                                               uint64_t stripe_len, uint64_t version) {
-  const StripeKey key{f.inode, stripe, version, stripe_len};
+Result<StripeBytes> Client::Impl::CachedStripe(const OpenFile& f, const FileView& view,
+                                               uint64_t stripe, uint64_t stripe_len) {
+  const StripeKey key{f.inode, stripe, view.version, stripe_len, view.floor};
   if (StripeBytes hit = cache_->Get(key)) return hit;
-  Result<StripeBytes> fetched = FetchStripe(f.inode, f.layout, stripe, stripe_len, version);
+  Result<StripeBytes> fetched =
+      FetchStripe(f.inode, f.layout, stripe, stripe_len, view.version, view.Record(stripe));
   if (fetched.ok()) cache_->Put(key, *fetched);
   return fetched;
 }
 
-void Client::Impl::Prefetch(const OpenFile& f, uint64_t stripe, uint64_t stripe_len,
-                            uint64_t version) {
-  const StripeKey key{f.inode, stripe, version, stripe_len};
+void Client::Impl::Prefetch(const OpenFile& f, const FileView& view, uint64_t stripe,
+                            uint64_t stripe_len) {
+  const StripeKey key{f.inode, stripe, view.version, stripe_len, view.floor};
   if (cache_->Get(key) || !cache_->BeginFetch(key)) return;
   InodeId inode = f.inode;
   Layout layout = f.layout;
-  stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version] {
-    Result<StripeBytes> fetched = FetchStripe(inode, layout, stripe, stripe_len, version);
+  const uint64_t version = view.version;
+  const StripeRecord record = view.Record(stripe);
+  stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version, record] {
+    Result<StripeBytes> fetched = FetchStripe(inode, layout, stripe, stripe_len, version, record);
     if (fetched.ok()) cache_->Put(key, std::move(*fetched));
     cache_->EndFetch(key);
     return 0;
   });
 }
 
-void Client::Impl::ReadAhead(const OpenFile& f, uint64_t stripe, uint64_t file_size,
-                             uint64_t version) {
+void Client::Impl::ReadAhead(const OpenFile& f, const FileView& view, uint64_t stripe) {
   // A stream's stripes would otherwise fill the whole cache once (read_cache_bytes of freshly
   // touched memory: on a VM, the costliest part of a cold sequential read) and push out the
   // small files' stripes that random readers come back to.
   if (stripe >= 2) cache_->Invalidate(f.inode, stripe - 2);
-  const uint64_t stripes = client::StripeCount(f.layout, file_size);
+  const uint64_t stripes = client::StripeCount(f.layout, view.size);
   for (uint64_t s = stripe + 1; s <= stripe + options_.readahead_stripes && s < stripes; ++s) {
-    Prefetch(f, s, client::StripeLength(f.layout, file_size, s), version);
+    Prefetch(f, view, s, client::StripeLength(f.layout, view.size, s));
   }
 }
 
@@ -476,19 +513,15 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
   if (f.writable || size == 0) return false;  // a writer's reads must see its buffers: Read
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
-  uint64_t file_size, version;
-  {
-    std::lock_guard lock(f.view_mu);
-    file_size = f.view_size;
-    version = f.view_version;
-  }
+  const FileView fv = f.View();
+  const uint64_t file_size = fv.size;
   if (offset >= file_size) return false;
   const uint64_t n = std::min<uint64_t>(size, file_size - offset);
   const client::StripeOffset loc = client::LocateStripe(layout, offset);
   const uint64_t b = loc.offset_in_stripe_bytes;
   if (b + n > sb) return false;  // spans two stripes: Read copies the pieces
   const uint64_t stripe_len = client::StripeLength(layout, file_size, loc.stripe);
-  const StripeKey key{f.inode, loc.stripe, version, stripe_len};
+  const StripeKey key{f.inode, loc.stripe, fv.version, stripe_len, fv.floor};
   StripeBytes cached = cache_->Get(key);
   bool sequential;
   {
@@ -501,7 +534,7 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
     f.next_offset = offset + n;
   }
   if (!cached) {
-    Result<StripeBytes> fetched = CachedStripe(f, loc.stripe, stripe_len, version);
+    Result<StripeBytes> fetched = CachedStripe(f, fv, loc.stripe, stripe_len);
     if (!fetched.ok()) return fetched.status();
     cached = *fetched;
   }
@@ -517,7 +550,7 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
   } else {
     view->keep = std::move(cached);
   }
-  if (sequential) ReadAhead(f, loc.stripe, file_size, version);
+  if (sequential) ReadAhead(f, fv, loc.stripe);
   return true;
 }
 
@@ -539,7 +572,9 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
       auto it = f.buffers.find(loc.stripe);
       if (it == f.buffers.end() || !it->second.Covers(b, e)) {
         AQ_RETURN_IF_ERROR(io_->ReadStripe(f.inode, layout, loc.stripe, StoredLen(f, loc.stripe),
-                                           f.write_version, b, piece));
+                                           f.write_version, b, piece,
+                                           /*bound_is_committed=*/false, nullptr,
+                                           WriterRecord(f, loc.stripe)));
       }
       if (it != f.buffers.end()) {
         for (const auto& [xb, xe] : it->second.extents) {
@@ -552,12 +587,8 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     return static_cast<size_t>(n);
   }
 
-  uint64_t size, version;
-  {
-    std::lock_guard view(f.view_mu);
-    size = f.view_size;
-    version = f.view_version;
-  }
+  const FileView fv = f.View();
+  const uint64_t size = fv.size, version = fv.version;
   if (offset >= size) return size_t{0};
   const uint64_t n = std::min<uint64_t>(out.size(), size - offset);
   bool sequential;
@@ -576,10 +607,10 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     const uint64_t stripe_len = client::StripeLength(layout, size, loc.stripe);
     std::span<std::byte> piece = out.subspan(done, len);
     last_stripe = loc.stripe;
-    const StripeKey key{f.inode, loc.stripe, version, stripe_len};
+    const StripeKey key{f.inode, loc.stripe, version, stripe_len, fv.floor};
     StripeBytes cached = cache_->Get(key);
     if (!cached && sequential) {
-      Result<StripeBytes> fetched = CachedStripe(f, loc.stripe, stripe_len, version);
+      Result<StripeBytes> fetched = CachedStripe(f, fv, loc.stripe, stripe_len);
       if (!fetched.ok()) return fetched.status();
       cached = *fetched;
     }
@@ -590,11 +621,11 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     } else {
       AQ_RETURN_IF_ERROR(
           io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece,
-                          /*bound_is_committed=*/true));
+                          /*bound_is_committed=*/true, nullptr, fv.Record(loc.stripe)));
     }
     done += len;
   }
-  if (sequential) ReadAhead(f, last_stripe, size, version);
+  if (sequential) ReadAhead(f, fv, last_stripe);
   return static_cast<size_t>(n);
 }
 

@@ -53,6 +53,7 @@ struct StripeKey {
   uint64_t stripe = 0;
   uint64_t max_version = 0;
   uint64_t stripe_len = 0;  // stored length the stripe was read under
+  uint64_t floor = 0;       // the file's truncate floor it was read under (a truncate moves it)
   auto operator<=>(const StripeKey&) const = default;
 };
 
@@ -85,6 +86,18 @@ class StripeCache {
     std::lock_guard lock(mu_);
     auto it = entries_.lower_bound(StripeKey{inode, stripe, 0, 0});
     while (it != entries_.end() && it->first.inode == inode && it->first.stripe == stripe) {
+      used_bytes_ -= it->second.bytes->size();
+      lru_.erase(it->second.lru);
+      it = entries_.erase(it);
+    }
+  }
+
+  // Drops every cached stripe >= from_stripe of `inode`: O(log n + stripes dropped), whatever
+  // the range (a truncate from 2^62 bytes costs what is cached, not 2^40 lookups).
+  void InvalidateFrom(InodeId inode, uint64_t from_stripe) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.lower_bound(StripeKey{inode, from_stripe, 0, 0});
+    while (it != entries_.end() && it->first.inode == inode) {
       used_bytes_ -= it->second.bytes->size();
       lru_.erase(it->second.lru);
       it = entries_.erase(it);

@@ -166,7 +166,10 @@ struct stat ToStat(const Attributes& a) {
   st.st_nlink = a.nlink;
   st.st_uid = a.uid;
   st.st_gid = a.gid;
-  st.st_size = static_cast<off_t>(a.size_bytes);
+  // off_t holds at most kMaxFileBytes, and the kernel calls an attribute with a larger size
+  // invalid (EIO for stat, and so for unlink). The metadata server refuses such sizes now; a file
+  // a store kept from before shows as kMaxFileBytes long, so it can still be seen and removed.
+  st.st_size = static_cast<off_t>(std::min(a.size_bytes, kMaxFileBytes));
   st.st_rdev = a.rdev;
   st.st_blocks = static_cast<blkcnt_t>(a.blocks);
   st.st_blksize = S_ISREG(a.mode) ? kMaxIoBytes : 4096;  // cp/rsync size their I/O from this
@@ -742,7 +745,8 @@ void OnGetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
   if (r->type != F_UNLCK) {
     out.l_whence = SEEK_SET;
     out.l_start = static_cast<off_t>(r->start);
-    out.l_len = r->end == UINT64_MAX ? 0 : static_cast<off_t>(r->end - r->start + 1);
+    // A range ending at the largest offset is "to end of file" too (its length overflows off_t).
+    out.l_len = r->end >= kMaxFileBytes ? 0 : static_cast<off_t>(r->end - r->start + 1);
     out.l_pid = static_cast<pid_t>(r->pid);
   }
   fuse_reply_lock(req, &out);

@@ -35,6 +35,8 @@ constexpr CodeInfo kCodes[] = {
     {Code::kNotSupported, "not_supported", EOPNOTSUPP},
     {Code::kDeadlock, "deadlock", EDEADLK},
     {Code::kTooManyLinks, "too_many_links", EMLINK},
+    {Code::kFileTooLarge, "file_too_large", EFBIG},
+    {Code::kDataLoss, "data_loss", EIO},
 };
 
 const CodeInfo& InfoOf(Code code) {

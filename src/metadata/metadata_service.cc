@@ -236,8 +236,9 @@ uint64_t MetadataService::NextWriteVersion(Txn& txn) {
 }
 
 void MetadataService::AddGcTask(Txn& txn, InodeId ino, uint64_t from_stripe,
-                                uint64_t max_version) {
+                                uint64_t max_version, bool held) {
   GcTask t;
+  t.held = held;
   t.id = next_gc_id_ + txn.new_gc++;
   t.ino = ino;
   t.from_stripe = from_stripe;
@@ -270,9 +271,23 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   for (auto& [parent, name, d] : txn.dentries) CachePutDentry(parent, name, d);
   if (!txn.gc.empty()) {
     std::lock_guard lock(cluster_mu_);
-    for (GcTask& t : txn.gc) gc_tasks_[t.id] = std::move(t);
+    for (GcTask& t : txn.gc) {
+      if (t.held) gc_held_[t.ino.value()].push_back(t.id);
+      gc_tasks_[t.id] = std::move(t);
+    }
   }
   return OkStatus();
+}
+
+void MetadataService::ReleaseGcHolds(uint64_t ino) {
+  std::lock_guard lock(cluster_mu_);
+  auto it = gc_held_.find(ino);
+  if (it == gc_held_.end()) return;
+  for (uint64_t id : it->second) {
+    auto t = gc_tasks_.find(id);
+    if (t != gc_tasks_.end()) t->second.held = false;
+  }
+  gc_held_.erase(it);
 }
 
 Status MetadataService::DropInode(Txn& txn, Inode* n) {
@@ -308,12 +323,25 @@ Status MetadataService::MaybeDeleteOrphan(Txn& txn, InodeId ino) {
   return OkStatus();
 }
 
-Status MetadataService::TruncateLocked(Txn& txn, Inode* n, uint64_t new_size) {
-  if (new_size < n->size && n->data_version > 0 && !n->layout.empty()) {
-    uint64_t width = n->layout.stripe_width_bytes();
-    uint64_t from = (new_size + width - 1) / width;
-    uint64_t old_end = (n->size + width - 1) / width;
-    if (from < old_end) AddGcTask(txn, n->ino, from, n->data_version);
+Status MetadataService::TruncateLocked(Txn& txn, Inode* n, uint64_t new_size, bool opening) {
+  if (new_size < n->size && n->is_reg() && !n->layout.empty()) {
+    const uint64_t width = n->layout.stripe_width_bytes();
+    const uint64_t from = (new_size + width - 1) / width;
+    const uint64_t old_end = n->size / width + (n->size % width != 0 ? 1 : 0);
+    if (from < old_end && (n->data_version > 0 || !n->stripes.known() ||
+                           n->stripes.AnyFrom(from))) {
+      // Every version handed out so far is at or below `floor`: this file's committed ones and
+      // any a crashed writer used. Chunks of the cut stripes at those versions are never its
+      // data again; a stripe written anew gets this floor (Commit).
+      const uint64_t floor = next_version_ + txn.new_versions - 1;
+      n->truncate_floor = std::max(n->truncate_floor, floor);
+      n->stripes.CutFrom(from);
+      // A reader that opened before the truncate still names the old chunks: the GC waits for
+      // the inode's last close (Release, ReleaseAllOf).
+      auto st = states_.find(n->ino.value());
+      const bool open = opening || (st != states_.end() && !st->second.opens.empty());
+      AddGcTask(txn, n->ino, from, floor, open);
+    }
   }
   n->size = new_size;
   txn.Dirty(n);
@@ -842,6 +870,7 @@ Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const 
     if (n->is_dir()) return Status(Code::kIsDirectory, "truncate of a directory");
     if (!n->is_reg()) return InvalidArgument("truncate of a non-regular file");
     if (!root) AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, W_OK));
+    AQ_RETURN_IF_ERROR(CheckFileBytes(a.size, "set size"));
     auto st = states_.find(ino.value());
     if (st != states_.end() && st->second.lease_holder != 0 &&
         st->second.lease_holder != session.value() && SessionAlive(st->second.lease_holder)) {

@@ -9,7 +9,9 @@
 // kNotPermitted (hard link to a directory, chown by non-root, sticky directories), kNoData (no
 // such xattr), kWouldBlock (write lease or lock held by another session/owner), kStale (unknown or
 // expired session; commit after the write lease was lost), kUnavailable (no PG table can be built:
-// too few data servers in distinct failure domains), kTooManyLinks, kInternal/kCorruption (store).
+// too few data servers in distinct failure domains), kTooManyLinks, kFileTooLarge (a SetAttr or
+// Commit size past kMaxFileBytes, 2^63 - 1; lock ranges past it are kInvalidArgument, end
+// UINT64_MAX meaning "to end of file"), kInternal/kCorruption (store).
 // A failed operation changes nothing.
 //
 // Threading: every method is thread-safe. Lock order: mu_ (namespace, opens, leases, locks,
@@ -96,6 +98,12 @@ struct CommitArgs {
   // Data servers that missed chunks of this file's writes (stripes accepted degraded): each is
   // told, in its next heartbeat reply, to run a backfill pass. Unknown ids are ignored.
   std::vector<ServerId> backfill_servers;
+  // The stripes this writer stored since its last commit, as [begin, end) ranges (at most
+  // kMaxCommitStripeRanges; past the committed size they are ignored). They join the file's
+  // StripeMap. records_stripes == false (a client from before stripe maps) makes the file's map
+  // unknown, so its holes are inferred as before.
+  std::vector<std::pair<uint64_t, uint64_t>> written_stripes;
+  bool records_stripes = false;
 };
 
 struct CommitResult {
@@ -392,8 +400,15 @@ class MetadataService {
   Status Apply(Txn& txn, bool sync);
   // Removes the inode now, or keeps it as an orphan while a session has it open (mu_ exclusive).
   Status DropInode(Txn& txn, Inode* inode);
-  void AddGcTask(Txn& txn, InodeId ino, uint64_t from_stripe, uint64_t max_version);
-  Status TruncateLocked(Txn& txn, Inode* inode, uint64_t new_size);
+  // held: the task waits for the inode's last close (see gc_held_).
+  void AddGcTask(Txn& txn, InodeId ino, uint64_t from_stripe, uint64_t max_version,
+                 bool held = false);
+  // Sets the size; a cut of stripes moves the file's truncate floor to the highest version
+  // handed out so far and queues their GC, held until the last close (docs/design.md "Recorded
+  // holes"). `opening`: the caller is opening the file (O_TRUNC), so it counts as open.
+  Status TruncateLocked(Txn& txn, Inode* inode, uint64_t new_size, bool opening = false);
+  // The inode has no open left: its held GC tasks may go out (takes cluster_mu_).
+  void ReleaseGcHolds(uint64_t ino);
   uint64_t NextWriteVersion(Txn& txn);
   Result<FileLayout> NewFileLayout(const Inode& parent, InodeId ino);
   Result<Inode> MakeInode(Txn& txn, const Inode& parent, uint32_t mode, const Caller& caller);
@@ -456,6 +471,10 @@ class MetadataService {
   std::map<uint32_t, ServerState> servers_;
   std::map<uint32_t, PgTable> pg_tables_;
   std::map<uint64_t, GcTask> gc_tasks_;
+  // Truncate GC tasks of inodes still open somewhere, by inode: not sent to data servers until
+  // the inode's last close, so a reader's view never loses the chunks it names. Memory only: a
+  // restart forgets opens, and with them the holds.
+  std::map<uint64_t, std::vector<uint64_t>> gc_held_;
   uint64_t map_version_ = 0;
   uint32_t next_server_ = 1;
   // Moves (also under cluster_mu_).

@@ -215,6 +215,15 @@ std::string EncodeInode(const Inode& n) {
   e.U64(n.entry_count);
   e.Layout(n.dir_default);
   e.Str(n.symlink_target);
+  // Appended fields (a record without them is an inode from before stripe maps: unknown map).
+  e.U8(n.stripes.known() ? 1 : 0);
+  e.U64(n.truncate_floor);
+  e.U32(static_cast<uint32_t>(n.stripes.extents().size()));
+  for (const StripeExtent& x : n.stripes.extents()) {
+    e.U64(x.begin_stripe);
+    e.U64(x.end_stripe);
+    e.U64(x.floor_version);
+  }
   return e.Take();
 }
 
@@ -241,6 +250,24 @@ Result<Inode> DecodeInode(std::string_view v) {
   n.dir_default = d.Layout();
   n.symlink_target = d.Str();
   if (!d.ok()) return Corruption("inode record is truncated");
+  if (d.AtEnd()) {
+    n.stripes = StripeMap::Unknown();
+    return n;
+  }
+  const bool known = d.U8() == 1;
+  n.truncate_floor = d.U64();
+  const uint32_t count = d.U32();
+  if (!d.ok() || count > StripeMap::kMaxExtents) return Corruption("inode stripe map is bad");
+  std::vector<StripeExtent> extents(count);
+  for (StripeExtent& x : extents) {
+    x.begin_stripe = d.U64();
+    x.end_stripe = d.U64();
+    x.floor_version = d.U64();
+  }
+  if (!d.ok()) return Corruption("inode stripe map is truncated");
+  Result<StripeMap> map = StripeMap::FromExtents(std::move(extents), known);
+  if (!map.ok()) return Corruption("inode stripe map: " + map.status().message());
+  n.stripes = std::move(*map);
   return n;
 }
 

@@ -75,6 +75,25 @@ Status CheckAccess(const Inode& inode, const Caller& caller, int mask);
 // Whether the caller's gid or supplementary groups include `gid`.
 bool InGroup(const Caller& caller, uint32_t gid);
 
+// Checks a file size or an offset carried by a call: kFileTooLarge (EFBIG) past kMaxFileBytes
+// (2^63 - 1), naming `what` ("set size", "commit size") in the message.
+inline Status CheckFileBytes(uint64_t bytes, std::string_view what) {
+  if (bytes <= kMaxFileBytes) return OkStatus();
+  return Status(Code::kFileTooLarge, std::string(what) + " " + std::to_string(bytes) +
+                                         " is past the largest file size " +
+                                         std::to_string(kMaxFileBytes));
+}
+
+// Checks an fcntl lock range [start, end] (inclusive): end UINT64_MAX means "to end of file";
+// otherwise both ends must be at most kMaxFileBytes and start <= end. Error: kInvalidArgument.
+inline Status CheckLockRange(uint64_t start, uint64_t end) {
+  if (start > end) return InvalidArgument("lock: start past end");
+  if (start > kMaxFileBytes || (end != UINT64_MAX && end > kMaxFileBytes)) {
+    return InvalidArgument("lock: range past the largest file size");
+  }
+  return OkStatus();
+}
+
 // Sticky directories: only the owner of the entry, of the directory, or root may remove or
 // rename it. Error: kNotPermitted.
 Status CheckSticky(const Inode& dir, const Inode& victim, const Caller& caller);

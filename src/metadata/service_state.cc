@@ -61,11 +61,12 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
     }
   }
   OpenResult out;
-  if (lease) out.write_version = NextWriteVersion(txn);
   if (trunc && n->is_reg() && n->size > 0) {
-    AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, 0));
+    AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, 0, /*opening=*/true));
     n->mtime = n->ctime = clocks_.wall();
   }
+  // After the truncate: the writer's version is above the floor the truncate set.
+  if (lease) out.write_version = NextWriteVersion(txn);
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   out.attr = *n;
   if (s != 0) {
@@ -96,6 +97,7 @@ Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) 
   if (oc->second.write == 0 && st->second.lease_holder == s) st->second.lease_holder = 0;
   if (oc->second.total == 0) {
     st->second.opens.erase(oc);
+    if (st->second.opens.empty()) ReleaseGcHolds(ino.value());
     auto& locks = st->second.locks;  // no descriptor of this session is left: its locks go
     locks.erase(std::remove_if(locks.begin(), locks.end(),
                                [s](const LockRecord& l) { return l.session == s; }),
@@ -141,8 +143,26 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
                                       std::to_string(n->data_version));
     }
     if (a.mtime.nsec >= 1000000000u) return InvalidArgument("commit: mtime nsec");
+    AQ_RETURN_IF_ERROR(CheckFileBytes(a.size, "commit size"));
+    if (a.written_stripes.size() > kMaxCommitStripeRanges) {
+      return InvalidArgument("commit: more than " + std::to_string(kMaxCommitStripeRanges) +
+                             " written stripe ranges");
+    }
+    for (const auto& [b, e] : a.written_stripes) {
+      if (b >= e) return InvalidArgument("commit: an empty written stripe range");
+    }
     // Shrinking through a commit: chunks of committed versions past the new end are garbage.
     AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, a.size));
+    if (!a.records_stripes) {
+      n->stripes = StripeMap::Unknown();  // a client that does not say what it wrote
+    } else if (!n->layout.empty()) {
+      const uint64_t width = n->layout.stripe_width_bytes();
+      const uint64_t end = a.size / width + (a.size % width != 0 ? 1 : 0);
+      // New stripes' chunks carry this writer's version, which is above this floor even when a
+      // truncate since its open moved the file's floor past it.
+      const uint64_t floor = std::min(n->truncate_floor, a.write_version - 1);
+      for (const auto& [b, e] : a.written_stripes) n->stripes.AddWritten(b, std::min(e, end), floor);
+    }
     n->size = a.size;
     n->mtime = a.mtime;
     n->ctime = clocks_.wall();
@@ -200,6 +220,7 @@ void MetadataService::ReleaseAllOf(Txn& txn, uint64_t s) {
     auto st = states_.find(ino);
     if (st == states_.end()) continue;
     st->second.opens.erase(s);
+    if (st->second.opens.empty()) ReleaseGcHolds(ino);
     if (st->second.lease_holder == s) st->second.lease_holder = 0;
     auto& locks = st->second.locks;
     locks.erase(std::remove_if(locks.begin(), locks.end(),
@@ -229,7 +250,7 @@ Status MetadataService::SetLock(const LockArgs& a) {
   if (a.type != LockType::kRead && a.type != LockType::kWrite && a.type != LockType::kUnlock) {
     return InvalidArgument("lock: bad type");
   }
-  if (a.start > a.end) return InvalidArgument("lock: start past end");
+  AQ_RETURN_IF_ERROR(CheckLockRange(a.start, a.end));
   const uint64_t s = a.session.value();
   std::unique_lock lock(mu_);
   if (!SessionAlive(s)) {
@@ -283,7 +304,7 @@ Status MetadataService::SetLock(const LockArgs& a) {
 }
 
 Result<LockInfo> MetadataService::GetLock(const LockArgs& a) {
-  if (a.start > a.end) return InvalidArgument("lock: start past end");
+  AQ_RETURN_IF_ERROR(CheckLockRange(a.start, a.end));
   std::shared_lock lock(mu_);
   auto n = LoadInode(a.ino);
   if (!n.ok()) return n.status();
@@ -735,6 +756,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     AQ_RETURN_IF_ERROR(FlushMoves(mb, false));
   }
   for (const auto& [id, t] : gc_tasks_) {
+    if (t.held) continue;  // a truncate of a file still open: after its last close
     if (std::find(t.acked.begin(), t.acked.end(), a.server.value()) != t.acked.end()) continue;
     GcTask copy = t;
     copy.acked.clear();

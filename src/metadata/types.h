@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aquifer/ids.h"
+#include "aquifer/stripe_map.h"
 
 namespace aquifer::meta {
 
@@ -52,6 +53,11 @@ struct Inode {
   Timespec atime, mtime, ctime;
   FileLayout layout;          // regular files: the file's layout
   uint64_t data_version = 0;  // regular files: newest committed chunk version (0 = none)
+  // Regular files: the stripes committed writes stored, each with its truncate floor
+  // (docs/design.md "Recorded holes"), and the floor a stripe gets when it is first written
+  // again: the highest version handed out when a truncate last cut stripes (0: never).
+  StripeMap stripes;
+  uint64_t truncate_floor = 0;
   // Directories only.
   InodeId parent;               // ".."; the root's parent is itself
   uint64_t next_entry_seq = 1;  // next readdir cookie to hand out in this directory
@@ -64,7 +70,7 @@ struct Inode {
   bool is_reg() const;
   bool is_symlink() const;
   // 512-byte blocks: ceil(size / 512).
-  uint64_t blocks() const { return (size + 511) / 512; }
+  uint64_t blocks() const { return size / 512 + (size % 512 != 0 ? 1 : 0); }  // no overflow
 };
 
 // A directory entry as stored: which inode a name points at.
@@ -90,6 +96,7 @@ struct GcTask {
   uint64_t from_stripe = 0;
   uint64_t max_version = 0;
   std::vector<uint32_t> acked;  // server ids that reported it done
+  bool held = false;  // memory only: waits for the inode's last close (truncates)
 };
 
 // A data server's membership. kIn: takes new PG positions. kDraining: its positions move away

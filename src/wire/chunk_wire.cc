@@ -153,7 +153,7 @@ Result<Reply> DecodeReply(std::span<const std::byte> f) {
   if (Get<uint32_t>(f, 0) != kReplyMagic) return Bad("reply", "magic");
   Reply r;
   const uint32_t code = Get<uint32_t>(f, 4);
-  if (code > static_cast<uint32_t>(Code::kTooManyLinks) ||
+  if (code > static_cast<uint32_t>(Code::kDataLoss) ||
       CodeFromInt(static_cast<int>(code)) != static_cast<Code>(code)) {
     return Bad("reply", "code " + std::to_string(code));
   }

@@ -106,6 +106,15 @@ class FakeRpc : public FsckRpc {
   }
 };
 
+// Gives file `ino` a stripe map (known) with `extents`.
+void SetStripes(FakeRpc& rpc, uint64_t ino, std::vector<StripeExtent> extents) {
+  for (auto& e : rpc.root) {
+    if (e.attr.ino.value() != ino) continue;
+    e.attr.stripes_known = true;
+    e.attr.stripes = std::move(extents);
+  }
+}
+
 FsckReport Check(FakeRpc& rpc, bool repair, std::string* text = nullptr) {
   std::ostringstream out;
   FsckOptions o;
@@ -184,6 +193,40 @@ TEST(FsckTest, RepairDeletesChunksOfMissingInodesAndCommittedStripesPastTheEnd) 
   EXPECT_EQ(whole, 2);
   EXPECT_EQ(tail, 3);
   EXPECT_EQ(rpc.deletes.size(), 5u);
+}
+
+// Regression (issue 16, problem 2): a stripe with no chunk on any server was taken for a hole,
+// so files whose every copy was lost passed fsck. With a stripe map, a recorded stripe with no
+// chunk is LOST and the file named; a recorded hole with no chunk is fine; chunks of a stripe
+// the map does not record, or at or below its floor, are a truncate's leftovers, not checked.
+TEST(FsckTest, StripesRecordedAsWrittenWithNoChunkAreLostAndHolesAreNot) {
+  FakeRpc rpc;
+  // 3 stripes of 4 MiB: 0 and 2 written, 1 a hole; stripe 2 has nothing left anywhere.
+  rpc.AddFile(20, 12 * kUnit, 9);
+  SetStripes(rpc, 20, {{0, 1, 0}, {2, 3, 0}});
+  rpc.AddStripe(20, 0, 9, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  // A small file whose three copies are all gone: never listed by any server.
+  rpc.AddFile(21, 100, 4);
+  SetStripes(rpc, 21, {{0, 1, 0}});
+  // A rewritten file: stripe 0 rewritten above the floor 5; stripe 1 cut (not recorded) but its
+  // old chunks are still there, and stripe 0 has old chunks at version 5 on other positions.
+  rpc.AddFile(22, 4 * kUnit, 8);
+  SetStripes(rpc, 22, {{0, 1, 5}});
+  rpc.AddStripe(22, 0, 8, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.AddStripe(22, 0, 5, 2 * kUnit, {0, 1});
+  rpc.AddStripe(22, 1, 5, 4 * kUnit, {0, 1, 2});
+  // The same as 21 without a map (an inode from before maps): a hole, as before.
+  rpc.AddFile(23, 100, 4);
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_FALSE(r.clean()) << text;
+  EXPECT_EQ(r.lost_stripes, 2u) << text;
+  EXPECT_EQ(r.lost_files, 2u) << text;
+  EXPECT_EQ(r.missing_stripes, 0u) << text;
+  EXPECT_NE(text.find("LOST  /f20 (inode 20) stripe 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("LOST  /f21 (inode 21) stripe 0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("f22"), std::string::npos) << text;
+  EXPECT_EQ(text.find("f23"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -230,6 +230,54 @@ TEST_F(ClusterTest, TruncateDownThenUpReadsZeros) {
   }
 }
 
+// Regression (issue 16, found by a tester): a truncate to 2^63 was taken, and posix_fallocate of
+// 4 EiB succeeded on a 1.2 TiB cluster. Writes, fallocates and truncates that would end past
+// kMaxFileBytes give kFileTooLarge before any I/O; a fallocate that needs more raw bytes than the
+// data servers have free ((k + m) / k of what it adds) gives kNoSpace, from one StatFs call.
+TEST_F(ClusterTest, SizesPastTheLargestFileSizeAreRefusedAndFallocatePastTheFreeSpaceIsNoSpace) {
+  ProcessClusterOptions options;
+  options.data_flags = {"--capacity-bytes", std::to_string(1 * kGiB)};  // 6 GiB raw, 4 GiB usable
+  StartCluster(options);
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  Result<Client::Opened> f = client->Create(kRootInode, "big", 0644, O_RDWR, kRoot);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  OpenFile& file = *f->file;
+  const InodeId ino = Client::InodeOf(file);
+  EXPECT_EQ(client->Write(file, kMaxFileBytes, Bytes("x")).status().code(), Code::kFileTooLarge);
+  EXPECT_EQ(client->Write(file, kMaxFileBytes - 1, Bytes("xy")).status().code(),
+            Code::kFileTooLarge);
+  EXPECT_EQ(client->Fallocate(file, 0, kMaxFileBytes, 1).code(), Code::kFileTooLarge);
+  EXPECT_EQ(client->Fallocate(file, 0, 1, kMaxFileBytes).code(), Code::kFileTooLarge);
+  EXPECT_EQ(client->Fallocate(file, 0, 0, uint64_t{4} << 60).code(), Code::kNoSpace);  // 4 EiB
+  // RS 4+2: 4 GiB + 1 MiB of file needs more than the 6 GiB raw; 3 GiB needs 4.5 GiB.
+  EXPECT_EQ(client->Fallocate(file, 0, 0, 4 * kGiB + kMiB).code(), Code::kNoSpace);
+  ASSERT_OK(client->Fallocate(file, 0, 0, 3 * kGiB));
+  // Only the bytes past the end count: 1 GiB more on top of 3 GiB still fits.
+  ASSERT_OK(client->Fallocate(file, 0, 2 * kGiB, 2 * kGiB - kMiB));
+  ASSERT_OK(client->Flush(file));
+  Result<Attributes> attr = client->GetAttr(ino);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size_bytes, 4 * kGiB - kMiB);
+  AttrChanges size;
+  size.size_bytes = kMaxFileBytes + 1;
+  EXPECT_EQ(client->SetAttr(ino, size, kRoot).status().code(), Code::kFileTooLarge);
+  size.size_bytes = UINT64_MAX;
+  EXPECT_EQ(client->SetAttr(ino, size, kRoot).status().code(), Code::kFileTooLarge);
+  attr = client->GetAttr(ino);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size_bytes, 4 * kGiB - kMiB);  // the refused truncates changed nothing
+  size.size_bytes = kMaxFileBytes;  // the largest size is a size: a truncate up takes it
+  attr = client->SetAttr(ino, size, kRoot);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size_bytes, kMaxFileBytes);
+  ASSERT_OK(client->Release(std::move(f->file)));
+  attr = client->Resolve("/big", kRoot);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size_bytes, kMaxFileBytes);
+  ASSERT_OK(client->Unlink(kRootInode, "big", kRoot));
+}
+
 TEST_F(ClusterTest, UnalignedRandomWritesMatchALocalModel) {
   ProcessClusterOptions options;
   options.unit_bytes = 64 * kKiB;  // many stripes in a small file: both rules, many boundaries
@@ -728,6 +776,145 @@ TEST_F(ClusterTest, PartialStripeOfACrashedWriterBelowACommitReadsTheOlderVersio
   EXPECT_TRUE(read->substr(0, 4 * kMiB) == model.substr(0, 4 * kMiB)) << "stripe 0";
   EXPECT_TRUE(*read == model);
   ASSERT_OK(reader->Release(std::move(opened->file)));
+}
+
+}  // namespace
+}  // namespace aquifer
+
+namespace aquifer {
+namespace {
+
+// True when `read` is `version` or a prefix of it (a read may be short, never other bytes).
+bool IsPrefixOf(const std::string& read, const std::string& version) {
+  return read.size() <= version.size() && version.compare(0, read.size(), read) == 0;
+}
+
+// Regression (issue 16, problem 1): a reader that opened a file before another client rewrote
+// it with O_TRUNC (open(path, "wb")) read whole stripes of zeros: the truncating client deleted
+// the old chunks at once. Now the reader gets the old bytes, then (after a second rewrite pruned
+// them) the new ones or a short read; never zeros.
+TEST_F(ClusterTest, AReaderOpenDuringATruncatingRewriteGetsOldOrNewBytesNeverZeros) {
+  StartCluster();
+  auto writer = NewClient();
+  auto reader = NewClient();
+  ASSERT_TRUE(writer && reader);
+  const std::string v0 = RandomBytes(6 * kMiB, 160);
+  ASSERT_OK(writer->WriteFile("/r", v0, kRoot));
+  Result<Attributes> attr = reader->Resolve("/r", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> r = reader->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<std::string> versions{v0};
+  for (int round = 1; round <= 3; ++round) {
+    SCOPED_TRACE(round);
+    Result<Client::Opened> w = writer->Open(attr->inode, O_WRONLY | O_TRUNC, kRoot);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    // Truncated, nothing written yet: the reader's view still names the old version.
+    Result<std::string> during = ReadAt(*reader, *r->file, 0, 6 * kMiB);
+    ASSERT_TRUE(during.ok()) << during.status().ToString();
+    bool known = false;
+    for (const std::string& v : versions) known |= IsPrefixOf(*during, v);
+    EXPECT_TRUE(known) << "read " << during->size() << " bytes that no version held";
+    versions.push_back(RandomBytes(6 * kMiB, 160 + round));
+    WriteAt(*writer, *w->file, 0, versions.back());
+    Result<std::string> mid = ReadAt(*reader, *r->file, 0, 6 * kMiB);
+    ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+    known = false;
+    for (const std::string& v : versions) known |= IsPrefixOf(*mid, v);
+    EXPECT_TRUE(known) << "read " << mid->size() << " bytes that no version held";
+    ASSERT_OK(writer->Release(std::move(w->file)));
+  }
+  ASSERT_OK(reader->Release(std::move(r->file)));
+  Result<std::string> fresh = reader->ReadFile("/r", kRoot);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(*fresh == versions.back());
+}
+
+// Stripes a truncate cut read as zeros when the file grows again, even while their old chunks
+// are still on the data servers (their GC waits for a reader's last close); the reader that
+// opened before the truncate still reads the old bytes.
+TEST_F(ClusterTest, CutStripesReadAsHolesWhileAnOlderReaderKeepsTheirChunks) {
+  StartCluster();
+  auto client = NewClient();
+  auto reader = NewClient();
+  ASSERT_TRUE(client && reader);
+  const std::string old = RandomBytes(9 * kMiB, 170);
+  ASSERT_OK(client->WriteFile("/h", old, kRoot));
+  Result<Attributes> attr = client->Resolve("/h", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> r = reader->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(r.ok());
+  AttrChanges shrink;
+  shrink.size_bytes = 1 * kMiB + 7;
+  ASSERT_TRUE(client->SetAttr(attr->inode, shrink, kRoot).ok());
+  AttrChanges grow;
+  grow.size_bytes = 9 * kMiB;
+  ASSERT_TRUE(client->SetAttr(attr->inode, grow, kRoot).ok());
+  std::string model = old.substr(0, 1 * kMiB + 7);
+  model.resize(9 * kMiB, '\0');
+  auto fresh = NewClient();
+  ASSERT_TRUE(fresh);
+  Result<std::string> read = fresh->ReadFile("/h", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), model.size());
+  EXPECT_TRUE(*read == model) << "bytes a truncate cut came back";
+  Result<std::string> older = ReadAt(*reader, *r->file, 0, 9 * kMiB);
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_TRUE(*older == old);
+  ASSERT_OK(reader->Release(std::move(r->file)));
+}
+
+// Regression (issue 16, problem 2): stripes whose every chunk is gone (more servers' disks lost
+// than the layout survives) read back as zeros of the right length, with no error. Now they are
+// kDataLoss (EIO), replicated and erasure-coded alike, while a recorded hole of a sparse file
+// still reads as zeros without asking any data server.
+TEST_F(ClusterTest, StripesLostBeyondRedundancyAreDataLossNotZeros) {
+  StartCluster();
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  ASSERT_OK(client->WriteFile("/small", RandomBytes(10 * kKiB, 180), kRoot));
+  ASSERT_OK(client->WriteFile("/big", RandomBytes(9 * kMiB, 181), kRoot));
+  {
+    // A sparse file: stripe 0 and stripe 3 written, 1 and 2 holes.
+    ASSERT_OK(client->WriteFile("/sparse", "", kRoot));
+    Result<Attributes> attr = client->Resolve("/sparse", kRoot);
+    ASSERT_TRUE(attr.ok());
+    Result<Client::Opened> w = client->Open(attr->inode, O_WRONLY, kRoot);
+    ASSERT_TRUE(w.ok());
+    WriteAt(*client, *w->file, 0, RandomBytes(kMiB, 182));
+    WriteAt(*client, *w->file, 12 * kMiB, RandomBytes(kMiB, 183));
+    ASSERT_OK(client->Release(std::move(w->file)));
+  }
+  // Every data server loses its disk's chunks (all stopped first, so that none rebuilds them
+  // from another's by backfill).
+  for (int i = 0; i < cluster_->data_server_count(); ++i) ASSERT_OK(cluster_->StopDataServer(i));
+  for (int i = 0; i < cluster_->data_server_count(); ++i) {
+    std::filesystem::remove_all(cluster_->data_dir(i) + "/chunks");
+    std::filesystem::create_directories(cluster_->data_dir(i) + "/chunks");
+  }
+  for (int i = 0; i < cluster_->data_server_count(); ++i) {
+    ASSERT_OK(cluster_->RestartDataServer(i));
+  }
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  for (const char* path : {"/small", "/big"}) {
+    SCOPED_TRACE(path);
+    Result<std::string> read = reader->ReadFile(path, kRoot);
+    ASSERT_FALSE(read.ok()) << "lost data read back as " << read->size() << " bytes";
+    EXPECT_EQ(read.status().code(), Code::kDataLoss) << read.status().ToString();
+    EXPECT_EQ(ToErrno(read.status()), EIO);
+  }
+  Result<Attributes> attr = reader->Resolve("/sparse", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> s = reader->Open(attr->inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(s.ok());
+  Result<std::string> hole = ReadAt(*reader, *s->file, 4 * kMiB, 8 * kMiB);
+  ASSERT_TRUE(hole.ok()) << hole.status().ToString();
+  EXPECT_EQ(*hole, std::string(8 * kMiB, '\0'));
+  Result<std::string> lost = ReadAt(*reader, *s->file, 0, kMiB);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), Code::kDataLoss) << lost.status().ToString();
+  ASSERT_OK(reader->Release(std::move(s->file)));
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ TEST(StatusTest, EachCodeMapsToItsErrno) {
       {Code::kCrossDevice, EXDEV},       {Code::kNoData, ENODATA},
       {Code::kRange, ERANGE},            {Code::kNotSupported, EOPNOTSUPP},
       {Code::kDeadlock, EDEADLK},        {Code::kTooManyLinks, EMLINK},
+      {Code::kFileTooLarge, EFBIG},      {Code::kDataLoss, EIO},
   };
   for (const Row& row : rows) {
     Status s(row.code, "x");

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "aquifer/units.h"
 #include "service_test_util.h"
 
 namespace aquifer::meta {
@@ -692,7 +693,9 @@ TEST_F(MetadataServiceTest, TruncateRecordsGcTaskForStripesPastTheEnd) {
   auto gc = svc_->PendingGcTasks();
   ASSERT_EQ(gc.size(), 1u);
   EXPECT_EQ(gc[0].from_stripe, 4u);
-  EXPECT_EQ(gc[0].max_version, c->write_version);
+  // Every version handed out so far, the writer's unused next one included.
+  EXPECT_EQ(gc[0].max_version, commit->next_write_version);
+  EXPECT_TRUE(gc[0].held);  // the file is open: GC waits for its last close
   // Later write versions are greater than the GC's bound.
   auto o = svc_->Open(c->attr.ino, O_RDWR, s->session, Root());
   ASSERT_TRUE(o.ok());
@@ -720,6 +723,123 @@ TEST_F(MetadataServiceTest, CommitRejectsStaleAndUnissuedVersions) {
                 .code(),
             Code::kInvalidArgument);
   EXPECT_EQ(svc_->GetAttr(c->attr.ino)->size, 200u);
+}
+
+// Regression (issue 16, found by a tester): SetAttr took a size of 2^63, after which the file
+// could be neither stat'ed nor removed through a mount. Sizes past kMaxFileBytes (2^63 - 1,
+// what off_t holds) are refused on every call that carries one; kMaxFileBytes itself is taken.
+TEST_F(MetadataServiceTest, SizesPastTheLargestFileSizeAreRefusedWithFileTooLarge) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const InodeId ino = c->attr.ino;
+  SetAttrArgs t;
+  t.valid = kSetSize;
+  for (uint64_t size : {kMaxFileBytes + 1, uint64_t{1} << 63 | 4096, UINT64_MAX}) {
+    SCOPED_TRACE(size);
+    t.size = size;
+    EXPECT_EQ(svc_->SetAttr(ino, t, Root(), s->session).status().code(), Code::kFileTooLarge);
+    EXPECT_EQ(svc_->Commit(CommitArgs{ino, s->session, size, {1, 1}, c->write_version, false})
+                  .status()
+                  .code(),
+              Code::kFileTooLarge);
+  }
+  EXPECT_EQ(svc_->GetAttr(ino)->size, 0u);
+  EXPECT_EQ(svc_->GetAttr(ino)->data_version, 0u);  // the refused commit changed nothing
+  t.size = kMaxFileBytes;
+  auto r = svc_->SetAttr(ino, t, Root(), s->session);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->size, kMaxFileBytes);
+  EXPECT_EQ(r->blocks(), kMaxFileBytes / 512 + 1);
+  auto commit =
+      svc_->Commit(CommitArgs{ino, s->session, kMaxFileBytes, {2, 2}, c->write_version, false});
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_EQ(commit->attr.size, kMaxFileBytes);
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
+  ASSERT_TRUE(svc_->Release(ino, s->session, true).ok());
+  EXPECT_EQ(svc_->GetAttr(ino).status().code(), Code::kNotFound);
+  CheckInvariants();
+}
+
+// fcntl ranges are offsets too: past kMaxFileBytes they are refused (kInvalidArgument), except
+// end UINT64_MAX, "to end of file", which still covers the last byte a file may have.
+TEST_F(MetadataServiceTest, LockRangesPastTheLargestFileSizeAreRefusedButToEndOfFileWorks) {
+  auto s1 = svc_->OpenSession("one");
+  auto s2 = svc_->OpenSession("two");
+  Inode f = File(kRootInode, "f");
+  auto lk = [&](SessionId s, LockType t, uint64_t b, uint64_t e) {
+    return svc_->SetLock(LockArgs{f.ino, s, 1, t, b, e, 7, false});
+  };
+  EXPECT_EQ(lk(s1->session, LockType::kWrite, kMaxFileBytes + 1, UINT64_MAX).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(lk(s1->session, LockType::kWrite, 0, kMaxFileBytes + 1).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(lk(s1->session, LockType::kUnlock, UINT64_MAX - 1, UINT64_MAX).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(svc_->GetLock(LockArgs{f.ino, s2->session, 1, LockType::kWrite, kMaxFileBytes + 1,
+                                   UINT64_MAX, 0, false})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  ASSERT_TRUE(lk(s1->session, LockType::kWrite, 10, UINT64_MAX).ok());
+  EXPECT_EQ(lk(s2->session, LockType::kRead, kMaxFileBytes, kMaxFileBytes).code(),
+            Code::kWouldBlock);
+  auto q = svc_->GetLock(
+      LockArgs{f.ino, s2->session, 1, LockType::kRead, kMaxFileBytes, kMaxFileBytes, 0, false});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->type, LockType::kWrite);
+  EXPECT_EQ(q->end, UINT64_MAX);
+  EXPECT_TRUE(lk(s2->session, LockType::kRead, 0, 9).ok());
+}
+
+// A store written before the bound may hold a file with a size past kMaxFileBytes: it still
+// answers GetAttr (with a block count that did not wrap), truncates back down, and unlinks.
+TEST_F(MetadataServiceTest, AFileWithASizePastTheLimitFromAnOlderStoreStatsTruncatesAndUnlinks) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("aquifer-meta-huge-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto store = OpenRocksStore(dir.string());
+  ASSERT_TRUE(store.ok());
+  Restart(std::move(*store));
+  AddServers(6);
+  Inode a = File(kRootInode, "a");
+  Inode b = File(kRootInode, "b");
+  svc_.reset();
+  {  // what an older metadata server let SetAttr store
+    auto raw = OpenRocksStore(dir.string());
+    ASSERT_TRUE(raw.ok());
+    StoreBatch batch;
+    for (auto [ino, size] : {std::pair{a.ino, UINT64_MAX - 10}, std::pair{b.ino, uint64_t{1} << 63}}) {
+      auto n = (*raw)->GetInode(ino);
+      ASSERT_TRUE(n.ok() && n->has_value());
+      Inode huge = **n;
+      huge.size = size;
+      batch.PutInode(huge);
+    }
+    ASSERT_TRUE((*raw)->Write(batch, true).ok());
+  }
+  auto reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  auto attr = svc_->GetAttr(a.ino);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size, UINT64_MAX - 10);
+  EXPECT_EQ(attr->blocks(), (UINT64_MAX - 10) / 512 + 1);
+  SetAttrArgs t;
+  t.valid = kSetSize;
+  t.size = 0;
+  auto r = svc_->SetAttr(a.ino, t, Root(), SessionId(0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->size, 0u);
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "a", Root()).ok());
+  ASSERT_TRUE(svc_->Unlink(kRootInode, "b", Root()).ok());
+  EXPECT_EQ(svc_->GetAttr(a.ino).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->GetAttr(b.ino).status().code(), Code::kNotFound);
+  CheckInvariants();
+  svc_.reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(MetadataServiceTest, WriteLeaseIsExclusivePerSessionAndFreedByReleaseOrExpiry) {
@@ -898,6 +1018,125 @@ TEST_F(MetadataServiceTest, ConcurrentCreateRenameUnlinkKeepInvariants) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   CheckInvariants();
+}
+
+}  // namespace
+}  // namespace aquifer::meta
+
+namespace aquifer::meta {
+namespace {
+
+// Commits `ranges` as the stripes written at the session's version; returns the result.
+Result<CommitResult> CommitStripes(MetadataService& svc, InodeId ino, SessionId session,
+                                   uint64_t size, uint64_t version,
+                                   std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  CommitArgs a{ino, session, size, {9, 9}, version, false};
+  a.written_stripes = std::move(ranges);
+  a.records_stripes = true;
+  return svc.Commit(a);
+}
+
+// A commit records the stripes its writer stored; a stripe it did not store is a recorded hole,
+// and a commit from a client that does not say what it wrote makes the map unknown.
+TEST_F(MetadataServiceTest, CommitsRecordWrittenStripesAndHoles) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->attr.stripes.known());
+  EXPECT_TRUE(c->attr.stripes.extents().empty());
+  const uint64_t stripe = 4ull << 20;
+  // Stripes 0-1 and 4 written; 2-3 are a hole (a seek past them); 9 is past the size: ignored.
+  auto r = CommitStripes(*svc_, c->attr.ino, s->session, 5 * stripe, c->write_version,
+                         {{0, 2}, {4, 5}, {9, 10}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attr.stripes.extents(),
+            (std::vector<StripeExtent>{{0, 2, 0}, {4, 5, 0}}));
+  EXPECT_FALSE(r->attr.stripes.Find(2).written);
+  // Survives a reload from the store.
+  auto loaded = svc_->GetAttr(c->attr.ino);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->stripes, r->attr.stripes);
+  // Bad ranges are refused and change nothing.
+  EXPECT_EQ(CommitStripes(*svc_, c->attr.ino, s->session, 5 * stripe, r->next_write_version,
+                          {{3, 3}}).status().code(),
+            Code::kInvalidArgument);
+  // An old client's commit (no records_stripes): unknown, holes inferred from then on.
+  auto old = svc_->Commit(CommitArgs{c->attr.ino, s->session, 5 * stripe, {9, 9},
+                                     r->next_write_version, false});
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->attr.stripes.known());
+}
+
+// A truncate that cuts stripes forgets them, moves the floor to every version handed out so far,
+// and a stripe written again gets that floor; the O_TRUNC opener's version is above it, and the
+// GC of the cut waits for the last close.
+TEST_F(MetadataServiceTest, TruncateCutsTheMapAndRaisesTheFloorAboveEveryOldVersion) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  const uint64_t stripe = 4ull << 20;
+  auto r = CommitStripes(*svc_, c->attr.ino, s->session, 3 * stripe, c->write_version, {{0, 3}});
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(svc_->Release(c->attr.ino, s->session, true).ok());
+  // A reader on another session keeps the file open.
+  auto reader = svc_->OpenSession("reader");
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(svc_->Open(c->attr.ino, O_RDONLY, reader->session, Root()).ok());
+  auto t = svc_->Open(c->attr.ino, O_WRONLY | O_TRUNC, s->session, Root());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->attr.size, 0u);
+  EXPECT_TRUE(t->attr.stripes.extents().empty());
+  EXPECT_GE(t->attr.truncate_floor, r->next_write_version);
+  EXPECT_GT(t->write_version, t->attr.truncate_floor);
+  ClusterMap map = svc_->GetClusterMap();
+  ASSERT_FALSE(map.servers.empty());
+  const ServerId server = map.servers[0].record.id;
+  auto held = svc_->Heartbeat(HeartbeatArgs{server, 1, 0, 0, {}});
+  ASSERT_TRUE(held.ok());
+  EXPECT_TRUE(held->gc.empty()) << "a truncate's GC went out while a reader had the file open";
+  // The rewrite: stripe 0 again, now with the truncate's floor.
+  auto w = CommitStripes(*svc_, c->attr.ino, s->session, stripe, t->write_version, {{0, 1}});
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->attr.stripes.extents().size(), 1u);
+  EXPECT_EQ(w->attr.stripes.extents()[0].floor_version, t->attr.truncate_floor);
+  ASSERT_TRUE(svc_->Release(c->attr.ino, s->session, true).ok());
+  auto still = svc_->Heartbeat(HeartbeatArgs{server, 1, 0, 0, {}});
+  ASSERT_TRUE(still.ok());
+  EXPECT_TRUE(still->gc.empty()) << "the reader still has it open";
+  ASSERT_TRUE(svc_->Release(c->attr.ino, reader->session, false).ok());
+  auto sent = svc_->Heartbeat(HeartbeatArgs{server, 1, 0, 0, {}});
+  ASSERT_TRUE(sent.ok());
+  ASSERT_EQ(sent->gc.size(), 1u);
+  EXPECT_EQ(sent->gc[0].ino, c->attr.ino);
+  EXPECT_EQ(sent->gc[0].from_stripe, 0u);
+  EXPECT_EQ(sent->gc[0].max_version, t->attr.truncate_floor);
+}
+
+// The floor a stripe gets is never at or above its writer's own version, even when a truncate
+// since the writer's open moved the file's floor past it.
+TEST_F(MetadataServiceTest, AWritersOwnStripesAreNeverBelowTheirFloor) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  const uint64_t stripe = 4ull << 20;
+  auto r = CommitStripes(*svc_, c->attr.ino, s->session, 2 * stripe, c->write_version, {{0, 2}});
+  ASSERT_TRUE(r.ok());
+  SetAttrArgs t;
+  t.valid = kSetSize;
+  t.size = 0;
+  auto cut = svc_->SetAttr(c->attr.ino, t, Root(), s->session);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_GE(cut->truncate_floor, r->next_write_version);
+  auto w = CommitStripes(*svc_, c->attr.ino, s->session, stripe, r->next_write_version, {{0, 1}});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->attr.stripes.extents().size(), 1u);
+  EXPECT_LT(w->attr.stripes.extents()[0].floor_version, r->next_write_version);
 }
 
 }  // namespace

@@ -165,6 +165,20 @@ aq_random_file() {
     -out "$file" 2>/dev/null || aq_fail "openssl could not generate $file"
 }
 
+# aq_within SECONDS WHAT CMD...: runs CMD in the background (stdout and stderr to
+# $AQ_SCRATCH/within.out) and returns its exit status; fails the test when it has not returned
+# within SECONDS. No signal is sent: a call stuck inside the mount may not die of one (D state),
+# and teardown's stop of the mount daemon ends it.
+aq_within() {
+  local seconds=$1 what=$2
+  shift 2
+  "$@" >"$AQ_SCRATCH/within.out" 2>&1 &
+  local pid=$! rc=0
+  aq_wait_for "$seconds" "$what to return" aq_pid_gone "$pid"
+  wait "$pid" || rc=$?
+  return $rc
+}
+
 aq_same() {  # aq_same A B: byte-for-byte equality
   timeout "$T" cmp "$1" "$2" || aq_fail "$1 and $2 differ"
 }

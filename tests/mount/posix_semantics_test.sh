@@ -7,6 +7,34 @@ aq_start_cluster
 aq_mount "$M"
 timeout "$T" /usr/bin/python3 "$(dirname "$0")/posix_checks.py" "$M" || aq_fail "posix_checks.py"
 timeout "$T" df -h "$M" | grep -q aquifer || aq_fail "df does not show the mount"
+# Size bounds (issue 16). 2^63 is past what off_t holds: refused (by truncate(1) itself, with
+# EOVERFLOW, or by the file system with EFBIG), and the file keeps its size. 2^63 - 1 is the
+# largest size; a truncate up to it and back down to 2^62 each return at once, and the file stats
+# and unlinks. fallocate of 4 EiB is past the free space: ENOSPC, at once.
+big=$M/big
+: >"$big"
+if aq_within 5 "truncate -s 2^63" truncate -s 9223372036854775808 "$big"; then
+  aq_fail "truncate -s 2^63 succeeded"
+fi
+grep -Eq "File too large|Value too large" "$AQ_SCRATCH/within.out" ||
+  aq_fail "truncate -s 2^63: $(cat "$AQ_SCRATCH/within.out")"
+[ "$(timeout "$T" stat -c %s "$big")" = 0 ] || aq_fail "a refused truncate changed the size"
+aq_within 5 "truncate -s 2^63-1" truncate -s 9223372036854775807 "$big" ||
+  aq_fail "truncate -s 2^63-1: $(cat "$AQ_SCRATCH/within.out")"
+aq_within 5 "stat" stat -c %s "$big" || aq_fail "stat of a 2^63-1 byte file failed"
+[ "$(cat "$AQ_SCRATCH/within.out")" = 9223372036854775807 ] || aq_fail "size $(cat "$AQ_SCRATCH/within.out")"
+aq_within 5 "truncate -s 2^62" truncate -s 4611686018427387904 "$big" ||
+  aq_fail "truncate -s 2^62: $(cat "$AQ_SCRATCH/within.out")"
+aq_within 5 "stat" stat -c %s "$big" || aq_fail "stat after the truncate down failed"
+[ "$(cat "$AQ_SCRATCH/within.out")" = 4611686018427387904 ] || aq_fail "size $(cat "$AQ_SCRATCH/within.out")"
+aq_within 5 "rm" rm "$big" || aq_fail "rm of a 2^62 byte file: $(cat "$AQ_SCRATCH/within.out")"
+[ ! -e "$big" ] || aq_fail "rm left $big"
+if aq_within 5 "fallocate -l 4E" fallocate -l 4E "$M/falloc"; then
+  aq_fail "fallocate of 4 EiB succeeded"
+fi
+grep -q "No space left on device" "$AQ_SCRATCH/within.out" ||
+  aq_fail "fallocate -l 4E: $(cat "$AQ_SCRATCH/within.out")"
+rm -f "$M/falloc"
 # A write by a non-owner clears the set-id bits (the kernel asks with a chmod from the writer):
 # it succeeds, the bytes land, S_ISUID goes, and S_ISGID too when the group may execute.
 chmod 0711 "$AQ_SCRATCH"  # uid 65534 must reach the mount point

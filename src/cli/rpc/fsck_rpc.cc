@@ -30,6 +30,10 @@ FsckAttr FromAttr(const aquifer::rpc::Attr& a) {
   r.k = a.layout().k();
   r.m = a.layout().m();
   r.unit_bytes = a.layout().unit_bytes();
+  r.stripes_known = a.stripe_map_known() && a.stripe_map_size() % 3 == 0;
+  for (int i = 0; r.stripes_known && i + 2 < a.stripe_map_size(); i += 3) {
+    r.stripes.push_back({a.stripe_map(i), a.stripe_map(i + 1), a.stripe_map(i + 2)});
+  }
   return r;
 }
 

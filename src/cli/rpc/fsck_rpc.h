@@ -13,6 +13,7 @@
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "aquifer/stripe_map.h"
 
 namespace aquifer::cli {
 
@@ -25,6 +26,10 @@ struct FsckAttr {
   uint32_t k = 0;  // layout (regular files)
   uint32_t m = 0;
   uint32_t unit_bytes = 0;
+  // Regular files: the stripes committed writes stored (unknown: an inode from before stripe
+  // maps, whose holes cannot be told from lost stripes).
+  bool stripes_known = false;
+  std::vector<StripeExtent> stripes;
 };
 
 struct FsckDirEntry {

@@ -71,6 +71,17 @@ Attributes FromPb(const pb::Attr& a) {
   out.layout.pg_start = a.layout().pg_start();
   out.layout.pg_count = a.layout().pg_count();
   out.data_version = a.data_version();
+  out.truncate_floor = a.truncate_floor();
+  if (a.stripe_map_known() && a.stripe_map_size() % 3 == 0) {
+    std::vector<StripeExtent> extents;
+    extents.reserve(a.stripe_map_size() / 3);
+    for (int i = 0; i + 2 < a.stripe_map_size(); i += 3) {
+      extents.push_back({a.stripe_map(i), a.stripe_map(i + 1), a.stripe_map(i + 2)});
+    }
+    // A map that does not validate is treated as unknown: holes are inferred, as before maps.
+    Result<StripeMap> map = StripeMap::FromExtents(std::move(extents), true);
+    if (map.ok()) out.stripes = std::make_shared<const StripeMap>(std::move(*map));
+  }
   return out;
 }
 
@@ -332,6 +343,7 @@ class GrpcMetaClient final : public MetaClient {
     out.total_bytes = resp.usable_total_bytes() ? resp.usable_total_bytes() : resp.total_bytes();
     out.free_bytes = resp.usable_total_bytes() ? resp.usable_free_bytes() : resp.free_bytes();
     out.files = resp.files();
+    out.raw_free_bytes = resp.free_bytes();
     return out;
   }
 
@@ -392,8 +404,17 @@ class GrpcMetaClient final : public MetaClient {
 
   Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
                              Timestamp mtime, uint64_t write_version, bool sync,
-                             std::span<const ServerId> backfill_servers) override {
+                             std::span<const ServerId> backfill_servers,
+                             const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes)
+      override {
     pb::CommitRequest req;
+    if (written_stripes != nullptr) {
+      req.set_records_stripes(true);
+      for (const auto& [b, e] : *written_stripes) {
+        req.add_written_stripes(b);
+        req.add_written_stripes(e);
+      }
+    }
     req.set_ino(inode.value());
     req.set_session(session.value());
     req.set_size(size_bytes);

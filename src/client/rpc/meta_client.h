@@ -92,11 +92,14 @@ class MetaClient {
   }
   // Commits size (bytes), mtime and the data version written. `backfill_servers`: data servers
   // that missed chunks of those writes (at most kMaxBackfillServers); the metadata server tells
-  // each to run a backfill pass. Errors: kStale (another session holds the write lease, or the
+  // each to run a backfill pass. `written_stripes`: the stripes written since the last commit,
+  // as [begin, end) ranges (at most kMaxCommitStripeRanges), which join the file's stripe map;
+  // null makes the map unknown. Errors: kStale (another session holds the write lease, or the
   // version is older than the committed one), kInvalidArgument, kUnavailable.
-  virtual Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
-                                     Timestamp mtime, uint64_t write_version, bool sync,
-                                     std::span<const ServerId> backfill_servers = {}) = 0;
+  virtual Result<CommitReply> Commit(
+      InodeId inode, SessionId session, uint64_t size_bytes, Timestamp mtime,
+      uint64_t write_version, bool sync, std::span<const ServerId> backfill_servers = {},
+      const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes = nullptr) = 0;
   virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
   virtual Status KeepAlive(SessionId session) = 0;
   virtual Status CloseSession(SessionId session) = 0;

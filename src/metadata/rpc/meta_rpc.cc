@@ -65,6 +65,13 @@ void ToPb(const Inode& n, pb::Attr* out) {
   if (n.is_reg()) {
     ToPb(n.layout, out->mutable_layout());
     out->set_data_version(n.data_version);
+    out->set_stripe_map_known(n.stripes.known());
+    out->set_truncate_floor(n.truncate_floor);
+    for (const StripeExtent& e : n.stripes.extents()) {
+      out->add_stripe_map(e.begin_stripe);
+      out->add_stripe_map(e.end_stripe);
+      out->add_stripe_map(e.floor_version);
+    }
   }
   out->set_blocks(n.blocks());
 }
@@ -346,6 +353,17 @@ class ServiceImpl final : public pb::MetaService::Service {
       return grpc::Status::OK;
     }
     for (uint32_t id : req->backfill_servers()) a.backfill_servers.push_back(ServerId(id));
+    if (req->written_stripes_size() % 2 != 0 ||
+        static_cast<size_t>(req->written_stripes_size()) > 2 * kMaxCommitStripeRanges) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("commit: written_stripes must be at most " +
+                                std::to_string(kMaxCommitStripeRanges) + " (begin, end) pairs"));
+      return grpc::Status::OK;
+    }
+    for (int i = 0; i + 1 < req->written_stripes_size(); i += 2) {
+      a.written_stripes.emplace_back(req->written_stripes(i), req->written_stripes(i + 1));
+    }
+    a.records_stripes = req->records_stripes();
     auto r = svc_->Commit(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {

@@ -2,6 +2,7 @@
 // in-process MetaRpcServer: calls go over it once a session named its port, gRPC takes over when
 // it is off or gone, a restarted server's new port is followed, and bad frames end only their
 // connection.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include <chrono>
 
+#include "aquifer/units.h"
 #include "client/rpc/meta_client.h"
 #include "metadata/metadata_service.h"
 #include "metadata/namespace_store.h"
@@ -87,6 +89,54 @@ TEST_F(MetaWireTest, NamesThatAreNotUtf8WorkOverBothTransports) {
     EXPECT_EQ(again.code(), Code::kAlreadyExists) << again.ToString();
   }
   EXPECT_EQ(server_->wire_calls(), 3u);
+}
+
+// Regression (issue 16): a size of 2^63 or more was taken by SetAttr and Commit. Both transports
+// share the handlers, and both refuse sizes past kMaxFileBytes with kFileTooLarge and lock ranges
+// past it with kInvalidArgument; kMaxFileBytes itself and "to end of file" locks still work.
+TEST_F(MetaWireTest, SizesAndLockRangesPastTheLargestFileSizeAreRefusedOverBothTransports) {
+  StartServer(true);
+  for (int i = 0; i < 6; ++i) {  // a PG table for the files' layout: 4 + 2 failure domains
+    ASSERT_TRUE(service_
+                    ->RegisterServer({"127.0.0.1:" + std::to_string(7000 + i),
+                                      "fd" + std::to_string(i), uint64_t{1} << 40, 0,
+                                      "uuid-" + std::to_string(i)})
+                    .ok());
+  }
+  for (const bool wire : {true, false}) {
+    SCOPED_TRACE(wire ? "metadata wire" : "gRPC");
+    auto c = NewClient(wire);
+    Result<client::SessionInfo> session = c->OpenSession("bounds");
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    const std::string name = wire ? "w" : "g";
+    Result<client::OpenReply> f = c->Create(kRootInode, name, S_IFREG | 0644, 0, true, kRoot,
+                                            session->id, /*open_for_write=*/true);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    const InodeId ino = f->attr.inode;
+    AttrChanges size;
+    size.size_bytes = kMaxFileBytes + 1;
+    EXPECT_EQ(c->SetAttr(ino, size, kRoot, session->id).status().code(), Code::kFileTooLarge);
+    EXPECT_EQ(c->Commit(ino, session->id, UINT64_MAX, Timestamp{1, 1}, f->write_version, false)
+                  .status()
+                  .code(),
+              Code::kFileTooLarge);
+    EXPECT_EQ(c->SetLock(ino, session->id, 1, LockRange{F_WRLCK, kMaxFileBytes + 1, UINT64_MAX, 1},
+                         false)
+                  .code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(c->GetLock(ino, session->id, 1, LockRange{F_WRLCK, 0, kMaxFileBytes + 1, 1})
+                  .status()
+                  .code(),
+              Code::kInvalidArgument);
+    EXPECT_TRUE(c->SetLock(ino, session->id, 1, LockRange{F_WRLCK, 0, UINT64_MAX, 1}, false).ok());
+    size.size_bytes = kMaxFileBytes;
+    Result<Attributes> set = c->SetAttr(ino, size, kRoot, session->id);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    EXPECT_EQ(set->size_bytes, kMaxFileBytes);
+    EXPECT_TRUE(c->Unlink(kRootInode, name, kRoot).ok());
+    EXPECT_TRUE(c->Release(ino, session->id, true).ok());
+  }
+  EXPECT_GE(server_->wire_calls(), 8u);
 }
 
 TEST_F(MetaWireTest, ClientUsesGrpcWhenTheServerServesNoWire) {
