@@ -86,6 +86,8 @@ struct MovesView {
   uint64_t move_rate_bytes_per_s = 0;
   bool rebalance_paused = false;
   uint64_t moves_completed = 0;  // since the metadata server started
+  uint64_t lost_stripes = 0;     // recorded as lost by readers or fsck, in lost_files files
+  uint64_t lost_files = 0;
 };
 
 // DrainServer / RemoveServer reply.

@@ -160,6 +160,15 @@ class Checker {
     r_.servers_listed = cursors_.size();
     AQ_RETURN_IF_ERROR(Merge());
     for (auto& [ino, f] : files_) CountUnlisted(ino, f, f.EndStripe());
+    // The metadata server records what was found lost, so `aquifer status` says so.
+    for (const auto& [ino, stripes] : lost_to_report_) {
+      Status reported = rpc_.ReportLost(InodeId(ino), stripes);
+      if (!reported.ok()) {
+        ++r_.errors;
+        out_ << "ERROR  recording inode " << ino << "'s lost stripes at the metadata server: "
+             << reported.ToString() << "\n";
+      }
+    }
     ConfirmOrphans();
     if (o_.repair) Repair();
     Summary();
@@ -358,6 +367,7 @@ class Checker {
       Print(missing_printed_, "MISSING", first_problem + " (rebuildable)");
     } else {
       ++r_.lost_stripes;
+      if (lost_to_report_[ino].size() < 1024) lost_to_report_[ino].push_back(stripe);
       if (lost_files_.insert(ino).second) ++r_.lost_files;
       Print(missing_printed_, "LOST", first_problem + " (too few to rebuild)");
     }
@@ -386,6 +396,8 @@ class Checker {
 
   void ReportLost(uint64_t ino, const FileInfo& f, uint64_t begin, uint64_t end,
                   const std::string& why) {
+    auto& to_report = lost_to_report_[ino];
+    for (uint64_t s = begin; s < end && to_report.size() < 1024; ++s) to_report.push_back(s);
     r_.lost_stripes += end - begin;
     if (lost_files_.insert(ino).second) ++r_.lost_files;
     Print(missing_printed_, "LOST",
@@ -535,6 +547,7 @@ class Checker {
   std::map<uint64_t, Held> past_eof_;
   size_t missing_printed_ = 0, orphan_printed_ = 0, warn_printed_ = 0;
   std::set<uint64_t> lost_files_;
+  std::map<uint64_t, std::vector<uint64_t>> lost_to_report_;  // ino -> lost stripes (<= 1024)
   uint64_t unverified_stripes_ = 0;
 };
 

@@ -411,7 +411,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     // Any one copy of the highest version is usable: no older version to fall back to.
     Status s = ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version,
                               begin, wanted, bound_is_committed, view, record);
-    if (s.code() == Code::kDataLoss) lost_stripe_reads_.fetch_add(1);
+    if (s.code() == Code::kDataLoss) NoteLost(inode, stripe);
     return s;
   }
   // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
@@ -424,7 +424,7 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
                          wanted, bound_is_committed && fallback == 0, &unusable_version, view,
                          record);
-    if (s.code() == Code::kDataLoss) lost_stripe_reads_.fetch_add(1);
+    if (s.code() == Code::kDataLoss) NoteLost(inode, stripe);
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
     // Versions at or below the floor are a truncate's leftovers: nothing to fall back to.
     if (record.known && unusable_version - 1 <= record.floor_version) return s;
@@ -879,6 +879,23 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                          " cannot be read: fewer than k chunks of one version available");
     }
     fetch_all(plan);
+  }
+}
+
+void ChunkIo::NoteLost(InodeId inode, uint64_t stripe) {
+  lost_stripe_reads_.fetch_add(1);
+  {
+    std::lock_guard lock(lost_mu_);
+    if (!reported_lost_.insert({inode.value(), stripe}).second) return;  // told already
+    if (reported_lost_.size() > 4096) reported_lost_.clear();
+  }
+  const uint64_t stripes[] = {stripe};
+  Status s = meta_->ReportLost(inode, stripes);
+  if (!s.ok()) {
+    Logger("client")->warn("report lost stripe ino={} stripe={} failed status={}", inode.value(),
+                           stripe, s.ToString());
+    std::lock_guard lock(lost_mu_);
+    reported_lost_.erase({inode.value(), stripe});
   }
 }
 

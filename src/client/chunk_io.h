@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -121,6 +122,8 @@ class ChunkIo {
  private:
   struct Fetch;
 
+  // Counts a read of a lost stripe and tells the metadata server, once per (inode, stripe).
+  void NoteLost(InodeId inode, uint64_t stripe);
   Result<std::shared_ptr<DataClient>> ClientFor(ServerId id, const ClusterMap& map);
   Result<const ErasureCodec*> CodecFor(uint32_t k, uint32_t m);
   Status ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
@@ -160,6 +163,8 @@ class ChunkIo {
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
   std::atomic<uint64_t> lost_stripe_reads_{0};
+  std::mutex lost_mu_;  // guards reported_lost_
+  std::set<std::pair<uint64_t, uint64_t>> reported_lost_;  // (inode, stripe) told to meta
 };
 
 }  // namespace aquifer::client

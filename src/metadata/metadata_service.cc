@@ -161,6 +161,19 @@ Status MetadataService::Load() {
   if (!tasks.ok()) return tasks.status();
   for (GcTask& t : *tasks) gc_tasks_[t.id] = std::move(t);
 
+  auto lost = store_->LoadLostMarkers();
+  if (!lost.ok()) return lost.status();
+  for (InodeId ino : *lost) {
+    auto n = store_->GetInode(ino);
+    if (n.ok() && n->has_value() && !(*n)->lost_stripes.empty()) {
+      lost_index_[ino.value()] = (*n)->lost_stripes.size();
+    }
+  }
+  if (!lost_index_.empty()) {
+    log->warn("data lost: {} files have stripes recorded as lost (aquifer fsck lists them)",
+              lost_index_.size());
+  }
+
   // Orphans were open when the server stopped; no session survives a restart, so delete them.
   auto orphans = store_->LoadOrphans();
   if (!orphans.ok()) return orphans.status();
@@ -249,6 +262,21 @@ void MetadataService::AddGcTask(Txn& txn, InodeId ino, uint64_t from_stripe,
 
 Status MetadataService::Apply(Txn& txn, bool sync) {
   for (uint64_t ino : txn.dirty) txn.batch.PutInode(txn.inodes.at(ino));
+  // Lost-stripe markers follow the inodes' lists (lost_index_ is guarded by mu_, held here).
+  std::vector<std::pair<uint64_t, size_t>> lost_now;
+  for (uint64_t ino : txn.dirty) {
+    const size_t lost = txn.inodes.at(ino).lost_stripes.size();
+    const bool had = lost_index_.count(ino) > 0;
+    if (lost > 0 && !had) txn.batch.PutLostMarker(InodeId(ino));
+    if (lost == 0 && had) txn.batch.DeleteLostMarker(InodeId(ino));
+    if ((lost > 0) != had || (had && lost_index_.at(ino) != lost)) lost_now.emplace_back(ino, lost);
+  }
+  for (uint64_t ino : txn.deleted) {
+    if (lost_index_.count(ino)) {
+      txn.batch.DeleteLostMarker(InodeId(ino));
+      lost_now.emplace_back(ino, 0);
+    }
+  }
   for (uint64_t ino : txn.deleted) txn.batch.DeleteInode(InodeId(ino));
   if (txn.new_inos) txn.batch.PutCounter("next_ino", next_ino_ + txn.new_inos);
   if (txn.inode_delta) txn.batch.PutCounter("inodes", inode_count_ + txn.inode_delta);
@@ -268,6 +296,13 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   next_gc_id_ += txn.new_gc;
   for (uint64_t ino : txn.dirty) CachePutInode(txn.inodes.at(ino));
   for (uint64_t ino : txn.deleted) CacheEraseInode(InodeId(ino));
+  for (const auto& [ino, lost] : lost_now) {
+    if (lost == 0) {
+      lost_index_.erase(ino);
+    } else {
+      lost_index_[ino] = lost;
+    }
+  }
   for (auto& [parent, name, d] : txn.dentries) CachePutDentry(parent, name, d);
   if (!txn.gc.empty()) {
     std::lock_guard lock(cluster_mu_);
@@ -336,6 +371,8 @@ Status MetadataService::TruncateLocked(Txn& txn, Inode* n, uint64_t new_size, bo
       const uint64_t floor = next_version_ + txn.new_versions - 1;
       n->truncate_floor = std::max(n->truncate_floor, floor);
       n->stripes.CutFrom(from);
+      auto cut = std::lower_bound(n->lost_stripes.begin(), n->lost_stripes.end(), from);
+      n->lost_stripes.erase(cut, n->lost_stripes.end());
       // A reader that opened before the truncate still names the old chunks: the GC waits for
       // the inode's last close (Release, ReleaseAllOf).
       auto st = states_.find(n->ino.value());

@@ -231,6 +231,8 @@ struct MovesReport {
   uint64_t move_rate_bytes_per_s = 0;
   bool rebalance_paused = false;
   uint64_t moves_completed = 0;     // since this metadata server started
+  uint64_t lost_stripes = 0;        // recorded lost (ReportLost), over lost_files files
+  uint64_t lost_files = 0;
 };
 
 // Runtime knobs for moves; zero / nullopt keeps the current value.
@@ -295,6 +297,13 @@ class MetadataService {
   Result<OpenResult> Open(InodeId ino, uint32_t flags, SessionId session, const Caller& caller);
   Status Release(InodeId ino, SessionId session, bool was_write);
   Result<CommitResult> Commit(const CommitArgs& args);
+  // Records stripes of `ino` that a reader or fsck found with no readable chunk (data lost
+  // beyond the layout's redundancy). Only stripes the file's stripe map records as written and
+  // below its size are kept (at most Inode::kMaxLostStripesRecorded); each new one is logged at
+  // error. A commit that rewrites a stripe, or a truncate that cuts it, forgets it; GetMoves and
+  // `aquifer status` count them. Returns how many stripes are recorded for the inode now.
+  // Errors: kNotFound, kInvalidArgument (not a regular file; more than 1024 stripes).
+  Result<uint64_t> ReportLost(InodeId ino, const std::vector<uint64_t>& stripes);
   Result<SessionGrant> OpenSession(std::string_view client_name);
   Status KeepAlive(SessionId session);
   Status CloseSession(SessionId session);
@@ -475,6 +484,9 @@ class MetadataService {
   // the inode's last close, so a reader's view never loses the chunks it names. Memory only: a
   // restart forgets opens, and with them the holds.
   std::map<uint64_t, std::vector<uint64_t>> gc_held_;
+  // Inodes with lost stripes recorded, and how many (guarded by mu_; rebuilt at start from the
+  // store's 'l' markers).
+  std::map<uint64_t, size_t> lost_index_;
   uint64_t map_version_ = 0;
   uint32_t next_server_ = 1;
   // Moves (also under cluster_mu_).

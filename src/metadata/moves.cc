@@ -508,9 +508,14 @@ Status MetadataService::SetRebalance(const RebalanceKnobs& k) {
 }
 
 MovesReport MetadataService::GetMoves() {
+  MovesReport r;
+  {
+    std::shared_lock ns(mu_);  // lock order: namespace before cluster
+    r.lost_files = lost_index_.size();
+    for (const auto& [ino, n] : lost_index_) r.lost_stripes += n;
+  }
   std::lock_guard lock(cluster_mu_);
   const int64_t now = clocks_.mono_ms();
-  MovesReport r;
   r.max_concurrent_moves = max_concurrent_moves_;
   r.move_rate_bytes_per_s = uint64_t{move_rate_mib_} * kMiB;
   r.rebalance_paused = rebalance_paused_;
@@ -580,11 +585,18 @@ MovesReport MetadataService::GetMoves() {
   if (drain_waiting) r.waiting_for_server = true;
 
   std::string msg;
+  if (r.lost_stripes > 0) {
+    msg = "DATA LOST: " + std::to_string(r.lost_stripes) + " stripes in " +
+          std::to_string(r.lost_files) +
+          " files cannot be read (EIO); `aquifer fsck` lists them";
+  }
   if (!r.degraded.empty()) {
+    if (!msg.empty()) msg += "; ";
     msg = "degraded: " + std::to_string(r.degraded.size()) + " PGs with missing targets";
     if (r.waiting_for_server) msg += ", waiting for a server (no spare failure domain)";
   } else if (drain_waiting) {
-    msg = "drain waiting for a server (no spare failure domain)";
+    if (!msg.empty()) msg += "; ";
+    msg += "drain waiting for a server (no spare failure domain)";
   }
   if (!r.moves.empty()) {
     if (!msg.empty()) msg += "; ";

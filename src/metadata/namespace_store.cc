@@ -167,6 +167,11 @@ std::string OrphanKey(InodeId ino) {
   PutBE64(&k, ino.value());
   return k;
 }
+std::string LostKey(InodeId ino) {
+  std::string k("l");
+  PutBE64(&k, ino.value());
+  return k;
+}
 std::string GcKey(uint64_t id) {
   std::string k("g");
   PutBE64(&k, id);
@@ -224,6 +229,8 @@ std::string EncodeInode(const Inode& n) {
     e.U64(x.end_stripe);
     e.U64(x.floor_version);
   }
+  e.U32(static_cast<uint32_t>(n.lost_stripes.size()));
+  for (uint64_t stripe : n.lost_stripes) e.U64(stripe);
   return e.Take();
 }
 
@@ -268,6 +275,12 @@ Result<Inode> DecodeInode(std::string_view v) {
   Result<StripeMap> map = StripeMap::FromExtents(std::move(extents), known);
   if (!map.ok()) return Corruption("inode stripe map: " + map.status().message());
   n.stripes = std::move(*map);
+  if (d.AtEnd()) return n;  // a record from before lost stripes were kept
+  const uint32_t lost = d.U32();
+  if (!d.ok() || lost > Inode::kMaxLostStripesRecorded) return Corruption("inode lost list");
+  n.lost_stripes.resize(lost);
+  for (uint64_t& stripe : n.lost_stripes) stripe = d.U64();
+  if (!d.ok()) return Corruption("inode lost list is truncated");
   return n;
 }
 
@@ -311,6 +324,12 @@ void StoreBatch::DeleteAllXattrs(InodeId ino) {
 }
 void StoreBatch::PutOrphan(InodeId ino) {
   ops_.push_back({StoreOp::Kind::kPut, OrphanKey(ino), {}});
+}
+void StoreBatch::PutLostMarker(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kPut, LostKey(ino), {}});
+}
+void StoreBatch::DeleteLostMarker(InodeId ino) {
+  ops_.push_back({StoreOp::Kind::kDelete, LostKey(ino), {}});
 }
 void StoreBatch::DeleteOrphan(InodeId ino) {
   ops_.push_back({StoreOp::Kind::kDelete, OrphanKey(ino), {}});
@@ -468,6 +487,15 @@ Result<uint64_t> NamespaceStore::GetCounter(std::string_view name) {
 Result<std::vector<InodeId>> NamespaceStore::LoadOrphans() {
   std::vector<InodeId> out;
   AQ_RETURN_IF_ERROR(ScanRaw("o", "o", [&](std::string_view key, std::string_view) {
+    if (key.size() == 9) out.push_back(InodeId(GetBE64(key.substr(1))));
+    return true;
+  }));
+  return out;
+}
+
+Result<std::vector<InodeId>> NamespaceStore::LoadLostMarkers() {
+  std::vector<InodeId> out;
+  AQ_RETURN_IF_ERROR(ScanRaw("l", "l", [&](std::string_view key, std::string_view) {
     if (key.size() == 9) out.push_back(InodeId(GetBE64(key.substr(1))));
     return true;
   }));

@@ -9,6 +9,7 @@
 //   'e' parent seq          -> {name, ino, mode}   (readdir order; cookie = seq)
 //   'x' ino name            -> xattr value
 //   'o' ino                 -> ""   (orphan: nlink 0 but open when recorded)
+//   'l' ino                 -> ""   (the inode records lost stripes: Inode::lost_stripes)
 //   'g' gc_id               -> GcTask
 //   's' server_id (32 bit)  -> ServerRecord (state appended; absent in old records = in)
 //   'p' width (32 bit)      -> PgTable (pending targets appended; absent in old records = none)
@@ -54,6 +55,9 @@ class StoreBatch {
   void DeleteAllXattrs(InodeId ino);
   void PutOrphan(InodeId ino);
   void DeleteOrphan(InodeId ino);
+  // `l ino`: the inode has lost stripes recorded (Inode::lost_stripes), so a restart finds them.
+  void PutLostMarker(InodeId ino);
+  void DeleteLostMarker(InodeId ino);
   void PutGcTask(const GcTask& task);
   void DeleteGcTask(uint64_t id);
   void PutServer(const ServerRecord& server);
@@ -86,6 +90,7 @@ class NamespaceStore {
   // 0 when the counter was never written.
   Result<uint64_t> GetCounter(std::string_view name);
   Result<std::vector<InodeId>> LoadOrphans();
+  Result<std::vector<InodeId>> LoadLostMarkers();
   Result<std::vector<GcTask>> LoadGcTasks();
   Result<std::vector<ServerRecord>> LoadServers();
   Result<std::vector<PgTable>> LoadPgTables();

@@ -161,7 +161,13 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
       // New stripes' chunks carry this writer's version, which is above this floor even when a
       // truncate since its open moved the file's floor past it.
       const uint64_t floor = std::min(n->truncate_floor, a.write_version - 1);
-      for (const auto& [b, e] : a.written_stripes) n->stripes.AddWritten(b, std::min(e, end), floor);
+      for (const auto& [b, e] : a.written_stripes) {
+        n->stripes.AddWritten(b, std::min(e, end), floor);
+        // Rewritten: no longer lost.
+        auto& lost = n->lost_stripes;
+        lost.erase(std::lower_bound(lost.begin(), lost.end(), b),
+                   std::lower_bound(lost.begin(), lost.end(), e));
+      }
     }
     n->size = a.size;
     n->mtime = a.mtime;
@@ -187,6 +193,41 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     }
   }
   return out;
+}
+
+Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {
+  if (stripes.size() > Inode::kMaxLostStripesRecorded) {
+    return InvalidArgument("report lost: more than " +
+                           std::to_string(Inode::kMaxLostStripesRecorded) + " stripes");
+  }
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return nr.status();
+  Inode* n = *nr;
+  if (!n->is_reg() || n->layout.empty()) return InvalidArgument("report lost: not a regular file");
+  const uint64_t width = n->layout.stripe_width_bytes();
+  const uint64_t end = n->size / width + (n->size % width != 0 ? 1 : 0);
+  std::vector<uint64_t> added;
+  for (uint64_t stripe : stripes) {
+    // Only what the map says was written can be lost; holes, and unknown maps, are not taken.
+    if (stripe >= end || !n->stripes.Find(stripe).written || !n->stripes.known()) continue;
+    auto& lost = n->lost_stripes;
+    auto at = std::lower_bound(lost.begin(), lost.end(), stripe);
+    if (at != lost.end() && *at == stripe) continue;
+    if (lost.size() >= Inode::kMaxLostStripesRecorded) break;
+    lost.insert(at, stripe);
+    added.push_back(stripe);
+  }
+  if (added.empty()) return uint64_t{n->lost_stripes.size()};
+  txn.Dirty(n);
+  AQ_RETURN_IF_ERROR(Apply(txn, true));
+  std::string list;
+  for (size_t i = 0; i < added.size() && i < 16; ++i) list += (i ? "," : "") + std::to_string(added[i]);
+  Logger("meta")->error("data lost ino={} stripes={}{} (recorded: {}); reads of them fail with EIO",
+                        ino.value(), list, added.size() > 16 ? ",..." : "",
+                        n->lost_stripes.size());
+  return uint64_t{n->lost_stripes.size()};
 }
 
 // --- sessions ---------------------------------------------------------------------------------

@@ -58,6 +58,11 @@ struct Inode {
   // again: the highest version handed out when a truncate last cut stripes (0: never).
   StripeMap stripes;
   uint64_t truncate_floor = 0;
+  // Regular files: recorded stripes a reader or fsck found with no readable chunk (lost beyond
+  // the layout's redundancy), sorted, at most kMaxLostStripesRecorded. A commit that rewrites
+  // one, or a truncate that cuts it, takes it out; `aquifer status` counts them.
+  std::vector<uint64_t> lost_stripes;
+  static constexpr size_t kMaxLostStripesRecorded = 1024;
   // Directories only.
   InodeId parent;               // ".."; the root's parent is itself
   uint64_t next_entry_seq = 1;  // next readdir cookie to hand out in this directory

@@ -915,6 +915,17 @@ TEST_F(ClusterTest, StripesLostBeyondRedundancyAreDataLossNotZeros) {
   ASSERT_FALSE(lost.ok());
   EXPECT_EQ(lost.status().code(), Code::kDataLoss) << lost.status().ToString();
   ASSERT_OK(reader->Release(std::move(s->file)));
+  // The readers told the metadata server: the cluster's health says data is lost.
+  Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok()) << moves.status().ToString();
+  EXPECT_EQ(moves->lost_files, 3u) << moves->message;
+  EXPECT_GE(moves->lost_stripes, 3u) << moves->message;
+  EXPECT_NE(moves->message.find("DATA LOST"), std::string::npos) << moves->message;
+  // A rewrite of the small file takes its stripe out of the count.
+  ASSERT_OK(client->WriteFile("/small", "new bytes", kRoot));
+  moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok());
+  EXPECT_EQ(moves->lost_files, 2u) << moves->message;
 }
 
 }  // namespace

@@ -99,6 +99,17 @@ class GrpcFsckRpc final : public FsckRpc {
     return std::optional<FsckAttr>(FromAttr(resp.attr()));
   }
 
+  Status ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) override {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    aquifer::rpc::ReportLostRequest req;
+    req.set_ino(ino.value());
+    for (uint64_t s : stripes) req.add_stripes(s);
+    aquifer::rpc::ReportLostResponse resp;
+    grpc::Status st = meta_->ReportLost(&ctx, req, &resp);
+    return FromRpc(st, resp.status(), "ReportLost", meta_address_);
+  }
+
   Result<FsckChunkPage> ListChunks(const std::string& address, InodeId after_ino,
                                    uint64_t after_stripe, uint32_t after_position,
                                    uint32_t limit) override {

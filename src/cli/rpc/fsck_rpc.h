@@ -92,6 +92,13 @@ class FsckRpc {
   // version <= max_version. Returns how many versions were deleted.
   virtual Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino,
                                         uint64_t from_stripe, uint64_t max_version) = 0;
+  // ReportLost on the metadata server: stripes of `ino` found lost (at most 1024), so that
+  // `aquifer status` says data is lost. Default: nothing (fakes).
+  virtual Status ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {
+    (void)ino;
+    (void)stripes;
+    return OkStatus();
+  }
 };
 
 // The real one, over gRPC to the metadata server at `meta_address`; `timeout` per call.

@@ -129,6 +129,8 @@ Result<MovesView> FetchMoves(const std::string& address, std::chrono::millisecon
   v.move_rate_bytes_per_s = s.move_rate_bytes_per_s();
   v.rebalance_paused = s.rebalance_paused();
   v.moves_completed = s.moves_completed();
+  v.lost_stripes = s.lost_stripes();
+  v.lost_files = s.lost_files();
   return v;
 }
 

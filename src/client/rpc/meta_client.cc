@@ -428,6 +428,15 @@ class GrpcMetaClient final : public MetaClient {
     return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
   }
 
+  Status ReportLost(InodeId inode, std::span<const uint64_t> stripes) override {
+    pb::ReportLostRequest req;
+    req.set_ino(inode.value());
+    for (uint64_t s : stripes) req.add_stripes(s);
+    pb::ReportLostResponse resp;
+    // Idempotent: recording a stripe twice keeps one record.
+    return FromRpc(Call(&pb::MetaService::Stub::ReportLost, req, &resp, Retry::kYes), &resp);
+  }
+
   Result<SessionInfo> OpenSession(std::string_view client_name) override {
     pb::OpenSessionRequest req;
     req.set_client_name(std::string(client_name));

@@ -100,6 +100,14 @@ class MetaClient {
       InodeId inode, SessionId session, uint64_t size_bytes, Timestamp mtime,
       uint64_t write_version, bool sync, std::span<const ServerId> backfill_servers = {},
       const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes = nullptr) = 0;
+  // Tells the metadata server that stripes of `inode` were found lost (the stripe map records
+  // them as written and no chunk is readable), for `aquifer status`. At most 1024 stripes.
+  // Errors: kUnavailable, the server's. Default (fakes): nothing.
+  virtual Status ReportLost(InodeId inode, std::span<const uint64_t> stripes) {
+    (void)inode;
+    (void)stripes;
+    return OkStatus();
+  }
   virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
   virtual Status KeepAlive(SessionId session) = 0;
   virtual Status CloseSession(SessionId session) = 0;

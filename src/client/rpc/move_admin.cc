@@ -62,6 +62,8 @@ class GrpcMoveAdmin final : public MoveAdmin {
     out.waiting_for_server = s.waiting_for_server();
     out.bytes_left = s.bytes_left();
     out.moves_completed = s.moves_completed();
+    out.lost_stripes = s.lost_stripes();
+    out.lost_files = s.lost_files();
     out.message = s.message();
     return out;
   }

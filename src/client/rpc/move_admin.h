@@ -44,6 +44,8 @@ struct MovesStatus {
   bool waiting_for_server = false;
   uint64_t bytes_left = 0;
   uint64_t moves_completed = 0;  // since the metadata server started
+  uint64_t lost_stripes = 0;     // recorded lost (ReportLost), in lost_files files
+  uint64_t lost_files = 0;
   std::string message;           // one line, as `aquifer status` prints it
 };
 

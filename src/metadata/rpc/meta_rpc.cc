@@ -560,6 +560,20 @@ class ServiceImpl final : public pb::MetaService::Service {
     sum->set_move_rate_bytes_per_s(r.move_rate_bytes_per_s);
     sum->set_rebalance_paused(r.rebalance_paused);
     sum->set_moves_completed(r.moves_completed);
+    sum->set_lost_stripes(r.lost_stripes);
+    sum->set_lost_files(r.lost_files);
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportLost(grpc::ServerContext*, const pb::ReportLostRequest* req,
+                          pb::ReportLostResponse* resp) override {
+    if (req->stripes_size() > static_cast<int>(Inode::kMaxLostStripesRecorded)) {
+      SetStatus(resp->mutable_status(), InvalidArgument("report lost: more than 1024 stripes"));
+      return grpc::Status::OK;
+    }
+    std::vector<uint64_t> stripes(req->stripes().begin(), req->stripes().end());
+    Result<uint64_t> r = svc_->ReportLost(InodeId(req->ino()), stripes);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) resp->set_recorded(*r);
     return grpc::Status::OK;
   }
   grpc::Status SetRebalance(grpc::ServerContext*, const pb::SetRebalanceRequest* req,
