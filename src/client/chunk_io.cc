@@ -10,6 +10,7 @@
 
 #include "client/stripe_cache.h"
 #include "client/striping.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 
 namespace aquifer::client {
@@ -291,6 +292,7 @@ Status ChunkIo::WriteChunks(
       Status s = d.result.get();
       if (s.ok()) {
         chunk_landed[d.chunk] = true;
+        if (round == 0 && &d == &dispatches[0]) AQ_FAILPOINT("client.stripe.after_some_chunks");
         continue;
       }
       if (s.code() == Code::kNoSpace) no_space = true;
@@ -330,7 +332,7 @@ Status ChunkIo::WriteChunks(
         if (id.value() != 0) missed_servers.push_back(id);
       }
     }
-    AddMissedServers(inode, missed_servers);
+    AddMissedServers(inode, missed_servers, /*degraded_stripes=*/1);
     // Accepted with fewer chunks than positions: the stripe has less than its full redundancy
     // until the missing positions are rebuilt (the server's backfill when it was down; a move
     // of that PG position otherwise). Worth an operator's attention, so not a debug line.
@@ -357,8 +359,11 @@ Status ChunkIo::WriteChunks(
   return OkStatus();
 }
 
-std::vector<ServerId> ChunkIo::TakeMissedServers(InodeId inode) {
+std::vector<ServerId> ChunkIo::TakeMissedServers(InodeId inode, uint64_t* degraded_stripes) {
   std::lock_guard lock(missed_mu_);
+  auto d = degraded_.find(inode.value());
+  if (degraded_stripes != nullptr) *degraded_stripes = d != degraded_.end() ? d->second : 0;
+  if (d != degraded_.end()) degraded_.erase(d);
   auto it = missed_.find(inode.value());
   if (it == missed_.end()) return {};
   std::vector<ServerId> out = std::move(it->second);
@@ -366,11 +371,16 @@ std::vector<ServerId> ChunkIo::TakeMissedServers(InodeId inode) {
   return out;
 }
 
-void ChunkIo::AddMissedServers(InodeId inode, std::span<const ServerId> servers) {
+void ChunkIo::AddMissedServers(InodeId inode, std::span<const ServerId> servers,
+                               uint64_t degraded_stripes) {
   if (servers.empty()) return;
   std::lock_guard lock(missed_mu_);
   constexpr size_t kMaxInodesTracked = 4096;
-  if (missed_.size() >= kMaxInodesTracked && !missed_.contains(inode.value())) missed_.clear();
+  if (missed_.size() >= kMaxInodesTracked && !missed_.contains(inode.value())) {
+    missed_.clear();
+    degraded_.clear();
+  }
+  degraded_[inode.value()] += degraded_stripes;
   std::vector<ServerId>& kept = missed_[inode.value()];
   for (ServerId id : servers) {
     if (std::find(kept.begin(), kept.end(), id) == kept.end() &&

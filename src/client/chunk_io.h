@@ -72,11 +72,13 @@ class ChunkIo {
   // kMaxBackfillServers). The commit of those writes names them to the metadata server, which
   // has each run a backfill pass (nothing else would rebuild a chunk missed by a server that
   // stayed up). Memory: one small set per inode with such writes, at most 4096 inodes kept.
-  std::vector<ServerId> TakeMissedServers(InodeId inode);
+  // *degraded_stripes (if given) gets how many stripes were accepted so, and is forgotten too.
+  std::vector<ServerId> TakeMissedServers(InodeId inode, uint64_t* degraded_stripes = nullptr);
   // Adds servers that missed chunks of `inode` (ids, duplicates ignored, at most
   // kMaxBackfillServers kept per inode): called by WriteStripe, and by a commit that failed to
   // put back what TakeMissedServers gave it.
-  void AddMissedServers(InodeId inode, std::span<const ServerId> servers);
+  void AddMissedServers(InodeId inode, std::span<const ServerId> servers,
+                        uint64_t degraded_stripes = 0);
 
   // Reads bytes [begin, begin + out.size()) of stripe `stripe` (offsets inside the stripe) whose
   // stored length is `stripe_len` (0 = nothing stored), newest version <= max_version. Bytes
@@ -152,6 +154,7 @@ class ChunkIo {
   mutable std::mutex mu_;  // guards map_, clients_, codecs_
   std::mutex missed_mu_;   // guards missed_
   std::map<uint64_t, std::vector<ServerId>> missed_;  // inode -> servers that missed chunks
+  std::map<uint64_t, uint64_t> degraded_;  // inode -> stripes accepted below k + m (missed_mu_)
   std::shared_ptr<const ClusterMap> map_;
   std::map<std::string, std::shared_ptr<DataClient>> clients_;  // by address
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCodec>> codecs_;

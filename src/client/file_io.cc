@@ -8,6 +8,7 @@
 
 #include "client/client_impl.h"
 #include "client/striping.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 
 namespace aquifer {
@@ -340,7 +341,9 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
       AQ_RETURN_IF_ERROR(FlushStripe(f, stripe, sync));
     }
   }
-  const std::vector<ServerId> missed = io_->TakeMissedServers(f.inode);
+  AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("client.commit.before"));
+  uint64_t degraded = 0;
+  const std::vector<ServerId> missed = io_->TakeMissedServers(f.inode, &degraded);
   // The stripes written since the last commit, as ranges: they join the file's stripe map, so
   // a reader tells a hole (never written) from a stripe whose chunks are lost.
   std::vector<std::pair<uint64_t, uint64_t>> written;
@@ -356,10 +359,10 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   }
   Result<client::CommitReply> reply = WithSession([&](SessionId session) {
     return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed,
-                         &written);
+                         &written, degraded);
   });
   if (!reply.ok()) {
-    io_->AddMissedServers(f.inode, missed);
+    io_->AddMissedServers(f.inode, missed, degraded);
     return reply.status().WithPrefix("commit");
   }
   f.committed_version = f.write_version;
@@ -407,6 +410,7 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
   // their GC for after the last close: a reader that opened before still reads the old bytes.
   AttrChanges size_change;
   size_change.size_bytes = new_size;
+  AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("client.truncate.before_setattr"));
   Result<Attributes> attr = WithSession(
       [&](SessionId session) { return meta_->SetAttr(f.inode, size_change, Caller{}, session); });
   if (!attr.ok()) return attr.status().WithPrefix("set size");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/failpoint.h"
 #include "common/logging.h"
 #include "metadata/service_internal.h"
 
@@ -923,6 +924,7 @@ Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const 
   txn.Dirty(n);
   if (session.value() != 0) TouchSession(session);
   AQ_RETURN_IF_ERROR(Apply(txn, false));
+  if (size_change) AQ_FAILPOINT("meta.truncate.after_apply");
   return *n;
 }
 

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,7 @@ struct CommitArgs {
   // unknown, so its holes are inferred as before.
   std::vector<std::pair<uint64_t, uint64_t>> written_stripes;
   bool records_stripes = false;
+  uint64_t degraded_stripes = 0;  // stripes accepted below k + m (backfill_servers missed them)
 };
 
 struct CommitResult {
@@ -165,6 +167,7 @@ struct HeartbeatArgs {
   uint64_t chunks_scrubbed = 0;       // scrub totals since the data server started
   uint64_t corrupt_found = 0;
   uint64_t corrupt_repaired = 0;
+  uint64_t backfills_complete = 0;    // complete backfill passes since the data server started
 };
 
 // A move task handed to its destination, with the copy rate it must keep to.
@@ -233,6 +236,7 @@ struct MovesReport {
   uint64_t moves_completed = 0;     // since this metadata server started
   uint64_t lost_stripes = 0;        // recorded lost (ReportLost), over lost_files files
   uint64_t lost_files = 0;
+  uint64_t degraded_stripes = 0;    // written below k + m, backfill pending (memory only)
 };
 
 // Runtime knobs for moves; zero / nullopt keeps the current value.
@@ -376,6 +380,18 @@ class MetadataService {
     uint64_t chunk_count = 0;
     uint64_t chunks_scrubbed = 0, corrupt_found = 0, corrupt_repaired = 0;
     bool backfill_wanted = false;  // told in the next heartbeat reply (memory only)
+    // Degraded writes (memory only): the epoch of the last commit that named this server as
+    // having missed chunks, the epoch its last backfill request covered, the backfills_complete
+    // count it had reported when asked, and the epoch its completed backfills cover.
+    uint64_t degraded_epoch = 0, asked_epoch = 0, done_epoch = 0;
+    uint64_t complete_at_ask = 0, backfills_complete = 0;
+  };
+  // Stripes written below k + m by one commit, until every server that missed their chunks
+  // completed a backfill asked after it (or left the cluster).
+  struct DegradedWrite {
+    uint64_t stripes = 0;
+    uint64_t epoch = 0;
+    std::vector<uint32_t> servers;
   };
   struct MoveState {  // a persisted MoveTask plus what is known in memory only
     MoveTask task;
@@ -487,6 +503,10 @@ class MetadataService {
   // Inodes with lost stripes recorded, and how many (guarded by mu_; rebuilt at start from the
   // store's 'l' markers).
   std::map<uint64_t, size_t> lost_index_;
+  std::deque<DegradedWrite> degraded_writes_;  // guarded by cluster_mu_; at most 65536
+  uint64_t degraded_epoch_ = 0;               // guarded by cluster_mu_
+  // Drops degraded writes whose servers all completed a backfill since (cluster_mu_ held).
+  void SettleDegradedWrites();
   uint64_t map_version_ = 0;
   uint32_t next_server_ = 1;
   // Moves (also under cluster_mu_).

@@ -3,6 +3,7 @@
 // StoreBatch (tasks, PG tables with their pending targets, PG GC tasks, counters).
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "aquifer/units.h"
 #include "common/hash.h"
@@ -516,6 +517,12 @@ MovesReport MetadataService::GetMoves() {
   }
   std::lock_guard lock(cluster_mu_);
   const int64_t now = clocks_.mono_ms();
+  SettleDegradedWrites();
+  std::set<uint32_t> backfill_pending;
+  for (const DegradedWrite& w : degraded_writes_) {
+    r.degraded_stripes += w.stripes;
+    backfill_pending.insert(w.servers.begin(), w.servers.end());
+  }
   r.max_concurrent_moves = max_concurrent_moves_;
   r.move_rate_bytes_per_s = uint64_t{move_rate_mib_} * kMiB;
   r.rebalance_paused = rebalance_paused_;
@@ -590,9 +597,17 @@ MovesReport MetadataService::GetMoves() {
           std::to_string(r.lost_files) +
           " files cannot be read (EIO); `aquifer fsck` lists them";
   }
+  if (r.degraded_stripes > 0) {
+    if (!msg.empty()) msg += "; ";
+    std::string ids;
+    for (uint32_t id : backfill_pending) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    msg += "degraded: " + std::to_string(r.degraded_stripes) +
+           " stripes written below k+m, backfill pending on server" +
+           (backfill_pending.size() > 1 ? "s " : " ") + ids;
+  }
   if (!r.degraded.empty()) {
     if (!msg.empty()) msg += "; ";
-    msg = "degraded: " + std::to_string(r.degraded.size()) + " PGs with missing targets";
+    msg += "degraded: " + std::to_string(r.degraded.size()) + " PGs with missing targets";
     if (r.waiting_for_server) msg += ", waiting for a server (no spare failure domain)";
   } else if (drain_waiting) {
     if (!msg.empty()) msg += "; ";

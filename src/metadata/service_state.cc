@@ -8,6 +8,7 @@
 #include <charconv>
 #include <set>
 
+#include "common/failpoint.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "metadata/service_internal.h"
@@ -175,7 +176,9 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     n->data_version = std::max(n->data_version, a.write_version);
     txn.Dirty(n);
     out.next_write_version = NextWriteVersion(txn);
+    AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("meta.commit.before_apply"));
     AQ_RETURN_IF_ERROR(Apply(txn, false));
+    AQ_FAILPOINT("meta.commit.after_apply");
     out.attr = *n;
     if (s != 0) TouchSession(a.session);
   }
@@ -184,12 +187,33 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
   if (!a.backfill_servers.empty()) {
     // Only now: a backfill skips stripes past the committed size, so it must not run before.
     std::lock_guard lock(cluster_mu_);
+    DegradedWrite w;
+    w.stripes = std::max<uint64_t>(a.degraded_stripes, 1);
+    w.epoch = ++degraded_epoch_;
     for (ServerId id : a.backfill_servers) {
       auto it = servers_.find(id.value());
-      if (it == servers_.end() || it->second.backfill_wanted) continue;
+      if (it == servers_.end()) continue;
+      it->second.degraded_epoch = w.epoch;
+      w.servers.push_back(id.value());
+      if (it->second.backfill_wanted) continue;
       it->second.backfill_wanted = true;
       Logger("meta")->info("backfill wanted server={}: a client wrote inode={} without its chunks",
                            id.value(), a.ino.value());
+    }
+    if (!w.servers.empty()) {
+      if (degraded_writes_.size() >= 65536) {
+        // Keep the count: fold the oldest into the next one (which covers the same or later
+        // epochs, so it is settled no earlier).
+        DegradedWrite oldest = std::move(degraded_writes_.front());
+        degraded_writes_.pop_front();
+        w.stripes += oldest.stripes;
+        for (uint32_t id : oldest.servers) {
+          if (std::find(w.servers.begin(), w.servers.end(), id) == w.servers.end()) {
+            w.servers.push_back(id);
+          }
+        }
+      }
+      degraded_writes_.push_back(std::move(w));
     }
   }
   return out;
@@ -693,6 +717,16 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   s.chunks_scrubbed = a.chunks_scrubbed;
   s.corrupt_found = a.corrupt_found;
   s.corrupt_repaired = a.corrupt_repaired;
+  if (a.backfills_complete < s.backfills_complete) {
+    // It restarted: the backfill it runs after registering covers every write before now.
+    s.complete_at_ask = 0;
+    s.asked_epoch = s.degraded_epoch;
+  }
+  s.backfills_complete = a.backfills_complete;
+  if (s.backfills_complete > s.complete_at_ask && s.done_epoch < s.asked_epoch) {
+    s.done_epoch = s.asked_epoch;
+    SettleDegradedWrites();
+  }
   const int64_t now = clocks_.mono_ms();
   s.last_heartbeat_ms = now;
   StoreBatch b;
@@ -771,6 +805,10 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   reply.map_version = map_version_;
   reply.state = s.record.state;
   reply.backfill = std::exchange(s.backfill_wanted, false);
+  if (reply.backfill) {
+    s.asked_epoch = s.degraded_epoch;  // a pass that completes after now covers these writes
+    s.complete_at_ask = s.backfills_complete;
+  }
   for (const auto& [id, m] : moves_) {
     if (!m.running || m.task.to != a.server) continue;
     reply.moves.push_back(MoveAssignment{m.task, uint64_t{move_rate_mib_} * kMiB});
@@ -804,6 +842,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     reply.gc.push_back(std::move(copy));
     if (reply.gc.size() >= 4096) break;
   }
+  if (!reply.gc.empty()) AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("meta.heartbeat.before_gc_reply"));
   return reply;
 }
 
@@ -939,6 +978,22 @@ void MetadataService::Tick() {
   MoveBatch mb;
   Status planned = Reconcile(now, mb, /*rebalance=*/true);  // logs its own failure
   (void)planned;
+}
+
+void MetadataService::SettleDegradedWrites() {
+  for (auto it = degraded_writes_.begin(); it != degraded_writes_.end();) {
+    auto& ids = it->servers;
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [&](uint32_t id) {
+                               auto s = servers_.find(id);
+                               // A removed server's positions are rebuilt elsewhere by repair.
+                               return s == servers_.end() ||
+                                      s->second.record.state == MemberState::kRemoved ||
+                                      s->second.done_epoch >= it->epoch;
+                             }),
+              ids.end());
+    it = ids.empty() ? degraded_writes_.erase(it) : std::next(it);
+  }
 }
 
 std::vector<GcTask> MetadataService::PendingGcTasks() {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/failpoint.h"
 #include "common/logging.h"
 #include "server/chunk_store/io_ring.h"
 
@@ -74,6 +75,7 @@ Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& op
   std::unique_ptr<DataServer> s(new DataServer(options));
   auto store = ChunkStore::Open({.dir = options.dir,
                                  .capacity_bytes = options.capacity_bytes,
+                                 .full_ratio = options.full_percent / 100.0,
                                  .block_bytes = options.block_bytes});
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
@@ -282,6 +284,7 @@ void DataServer::MembershipLoop() {
                  pg_applied.size() + applied.size(), synced.ToString());
       continue;
     }
+    if (!applied.empty() && !AQ_FAILPOINT_STATUS("data.gc.before_ack").ok()) continue;  // resent
     for (uint64_t task_id : pg_applied) {
       if (std::find(pg_gc_done.begin(), pg_gc_done.end(), task_id) == pg_gc_done.end()) {
         pg_gc_done.push_back(task_id);

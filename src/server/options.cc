@@ -19,6 +19,9 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   options.Add("--failure-domain", &o.failure_domain, "failure domain label (default: hostname)");
   options.Add("--capacity-bytes", &o.capacity_bytes,
               "bytes the store may use (default: the file system's size)");
+  options.Add("--full-percent", &o.full_percent,
+              "percent of the capacity above which client chunk writes are refused (ENOSPC); "
+              "the rest is kept for repair and backfill (1..100)");
   options.Add("--port-file", &o.port_file, "write the bound HOST:PORT here once serving");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
@@ -55,6 +58,9 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.meta.empty()) return InvalidArgument("--meta HOST:PORT is required");
   if (o.listen.find(':') == std::string::npos) return InvalidArgument("--listen needs HOST:PORT");
   if (o.io_depth < 1 || o.io_depth > 4096) return InvalidArgument("io-depth must be in 1..4096");
+  if (o.full_percent < 1 || o.full_percent > 100) {
+    return InvalidArgument("full-percent must be in 1..100");
+  }
   if (o.heartbeat_interval_ms < 1) return InvalidArgument("heartbeat-interval-ms must be >= 1");
   if (o.register_retry_ms < 1) return InvalidArgument("register-retry-ms must be >= 1");
   if (o.meta_rpc_timeout_ms < 1) return InvalidArgument("meta-rpc-timeout-ms must be >= 1");

@@ -132,6 +132,12 @@ TEST_F(ClusterTest, AChunkMissedByAServerThatStayedUpIsBackfilledAfterTheCommit)
   const std::string blob = RandomBytes(4 * kMiB, /*seed=*/41);  // one full stripe: 6 chunks
   ASSERT_OK(cluster_->PauseDataServer(3));
   ASSERT_OK(client->WriteFile("/missed", blob, kRoot));
+  // Issue 16 problem 3: the cluster says so until the chunk is rebuilt (it said healthy).
+  Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok()) << moves.status().ToString();
+  EXPECT_EQ(moves->degraded_stripes, 1u) << moves->message;
+  EXPECT_NE(moves->message.find("1 stripes written below k+m"), std::string::npos)
+      << moves->message;
   ASSERT_OK(cluster_->PauseDataServer(3, false));
   Result<Attributes> attr = client->Resolve("/missed", kRoot);
   ASSERT_TRUE(attr.ok()) << attr.status().ToString();
@@ -141,6 +147,13 @@ TEST_F(ClusterTest, AChunkMissedByAServerThatStayedUpIsBackfilledAfterTheCommit)
   EXPECT_TRUE(WaitUntil([&] { return ChunkFilesOf(cluster_->data_dir(3), attr->inode) == 1; },
                         std::chrono::seconds(20)))
       << "the server that missed the chunk never rebuilt it";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        moves = cluster_->admin().GetMoves();
+        return moves.ok() && moves->degraded_stripes == 0;
+      },
+      std::chrono::seconds(20)))
+      << "still counted as degraded after the backfill: " << (moves.ok() ? moves->message : "");
   ASSERT_OK(cluster_->CrashDataServer(0));
   ASSERT_OK(cluster_->CrashDataServer(5));
   auto reader = NewClient();

@@ -506,4 +506,23 @@ TEST_F(ChunkStoreTest, TellsTheListenerAboutEveryCorruptRead) {
 }
 
 }  // namespace
+// Issue 16 problem 3: a server filled to the brim took client chunks until its disk was full,
+// leaving nothing for repair. Above full_ratio of its capacity a client write is refused with
+// kNoSpace (the stripe goes degraded elsewhere); a repair write (if_absent) still lands.
+TEST_F(ChunkStoreTest, ClientWritesStopAtTheFillThresholdAndRepairWritesUseTheRest) {
+  store_.reset();
+  auto s = ChunkStore::Open({.dir = dir_, .capacity_bytes = 1000 * kKiB, .full_ratio = 0.5});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store_ = std::move(*s);
+  const std::string data = RandomBytes(300 * kKiB, 9);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, data, true).ok());
+  const ChunkId c{InodeId(43), 0, 0};
+  Status refused = store_->Write(c, 1, 0, data, true);
+  EXPECT_EQ(refused.code(), Code::kNoSpace);
+  EXPECT_NE(refused.message().find("fill threshold"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(store_->Versions(c).empty());
+  EXPECT_TRUE(store_->Write(c, 1, 0, data, true, {}, /*if_absent=*/true).ok());
+  EXPECT_EQ(ReadAll(c), data);
+}
+
 }  // namespace aquifer::server

@@ -405,9 +405,10 @@ class GrpcMetaClient final : public MetaClient {
   Result<CommitReply> Commit(InodeId inode, SessionId session, uint64_t size_bytes,
                              Timestamp mtime, uint64_t write_version, bool sync,
                              std::span<const ServerId> backfill_servers,
-                             const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes)
-      override {
+                             const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes,
+                             uint64_t degraded_stripes) override {
     pb::CommitRequest req;
+    req.set_degraded_stripes(degraded_stripes);
     if (written_stripes != nullptr) {
       req.set_records_stripes(true);
       for (const auto& [b, e] : *written_stripes) {

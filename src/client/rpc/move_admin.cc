@@ -64,6 +64,7 @@ class GrpcMoveAdmin final : public MoveAdmin {
     out.moves_completed = s.moves_completed();
     out.lost_stripes = s.lost_stripes();
     out.lost_files = s.lost_files();
+    out.degraded_stripes = s.degraded_stripes();
     out.message = s.message();
     return out;
   }

@@ -46,6 +46,7 @@ struct MovesStatus {
   uint64_t moves_completed = 0;  // since the metadata server started
   uint64_t lost_stripes = 0;     // recorded lost (ReportLost), in lost_files files
   uint64_t lost_files = 0;
+  uint64_t degraded_stripes = 0; // written below k + m, backfill pending
   std::string message;           // one line, as `aquifer status` prints it
 };
 

@@ -364,6 +364,7 @@ class ServiceImpl final : public pb::MetaService::Service {
       a.written_stripes.emplace_back(req->written_stripes(i), req->written_stripes(i + 1));
     }
     a.records_stripes = req->records_stripes();
+    a.degraded_stripes = req->degraded_stripes();
     auto r = svc_->Commit(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -443,6 +444,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.chunks_scrubbed = req->chunks_scrubbed();
     a.corrupt_found = req->corrupt_found();
     a.corrupt_repaired = req->corrupt_repaired();
+    a.backfills_complete = req->backfills_complete();
     auto r = svc_->Heartbeat(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -562,6 +564,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     sum->set_moves_completed(r.moves_completed);
     sum->set_lost_stripes(r.lost_stripes);
     sum->set_lost_files(r.lost_files);
+    sum->set_degraded_stripes(r.degraded_stripes);
     return grpc::Status::OK;
   }
   grpc::Status ReportLost(grpc::ServerContext*, const pb::ReportLostRequest* req,

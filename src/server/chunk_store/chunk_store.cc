@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "aquifer/erasure.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 #include "server/chunk_store/io_ring.h"
 
@@ -570,6 +571,15 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
       return NoSpace("chunk store full: used " + std::to_string(used_bytes_) + " of " +
                      std::to_string(options_.capacity_bytes) + " bytes");
     }
+    const double ratio = std::clamp(options_.full_ratio, 0.0, 1.0);
+    const auto threshold =
+        static_cast<uint64_t>(static_cast<double>(options_.capacity_bytes) * ratio);
+    if (!if_absent && used_bytes_ + in_flight > threshold) {
+      reserved_bytes_ -= file_bytes;
+      return NoSpace("chunk store above its fill threshold: used " + std::to_string(used_bytes_) +
+                     " of " + std::to_string(options_.capacity_bytes) + " bytes (full ratio " +
+                     std::to_string(ratio) + "; the rest is kept for repair)");
+    }
   }
   struct Unreserve {
     std::atomic<uint64_t>* r;
@@ -589,6 +599,7 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
   const IoRequest req{fd, {iov, data.empty() ? 1u : 2u}, 0};
   Status st = RingWrite({&req, 1}, sync);
   if (::close(fd) != 0 && st.ok()) st = Errno("close " + tmp_path);
+  if (st.ok()) st = AQ_FAILPOINT_STATUS("data.write.before_rename");
   if (!st.ok()) {
     ::unlink(tmp_path.c_str());
     return st.WithPrefix("write chunk " + id.ToString());
@@ -613,6 +624,7 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
       ::unlink(tmp_path.c_str());
       return err;
     }
+    AQ_FAILPOINT("data.write.after_rename");
     std::vector<ChunkVersion> doomed;
     {
       std::unique_lock<std::shared_mutex> lock(index_mu_);

@@ -47,6 +47,10 @@ class ChunkStore;
 struct ChunkStoreOptions {
   std::string dir;                  // required: root directory (created if missing)
   uint64_t capacity_bytes = 0;      // bytes the store may use; 0 = the file system's size
+  // Client writes stop (kNoSpace) once used + in-flight bytes would pass this fraction of the
+  // capacity; repair and backfill writes (if_absent) may use the rest, so a nearly full server
+  // can still take back the chunks it is missing. 1.0: no reserve.
+  double full_ratio = 0.95;
   uint32_t block_bytes = 64 * kKiB; // CRC block size, bytes (4 KiB..16 MiB, power of 2); fixed
                                     // when the store is created (kept in DIR/FORMAT)
 };
@@ -158,7 +162,8 @@ class ChunkStore {
   // Errors: kInvalidArgument for version 0, data over 16 MiB, or a known placement that is
   // inconsistent (pg_width != k + m, k == 0, unit_bytes == 0, position >= pg_width) (nothing
   // changed); kAlreadyExists with `if_absent` when the version exists (nothing changed); kNoSpace
-  // when the capacity option would be exceeded or the disk is full (nothing changed); kInternal.
+  // when the capacity would be exceeded (without `if_absent`: full_ratio of it) or the disk is
+  // full (nothing changed); kInternal.
   Status Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
                std::string_view data, bool sync, const ChunkPlacement& placement = {},
                bool if_absent = false);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "aquifer/erasure.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 
 namespace aquifer::server {
@@ -281,6 +282,7 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     Status s = store.Write(w.id, w.version, /*committed_version=*/0, data, /*sync=*/true,
                            w.info->placement, /*if_absent=*/true);
     if (!s.ok() && s.code() != Code::kAlreadyExists) return s;
+    AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("data.repair.after_chunk_write"));
     stats->chunks_done++;
     stats->bytes_done += data.size();
   }

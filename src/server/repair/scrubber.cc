@@ -127,6 +127,7 @@ void Scrubber::Loop() {
     if (run_pass || run_backfill) {
       std::lock_guard<std::mutex> lock(mu_);
       if (backfilled == BackfillResult::kDone) {
+        ++counters_.backfills_complete;  // the metadata server clears degraded writes on it
         backfill_attempts_ = 0;
         backfill_retry_ = options_.backfill_retry;
       } else if (backfilled == BackfillResult::kIncomplete) {

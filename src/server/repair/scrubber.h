@@ -44,6 +44,7 @@ struct ScrubCounters {
   uint64_t chunks_backfilled = 0; // chunk versions this server lacked entirely, rebuilt here
   uint64_t bytes_backfilled = 0;  // ... their bytes
   uint64_t backfill_passes = 0;   // completed backfill passes (alone or within a scrub pass)
+  uint64_t backfills_complete = 0;  // ... of which brought every PG position up to date
 };
 
 class Scrubber {

@@ -274,6 +274,7 @@ class GrpcMetaLink final : public MetaLink {
     req.set_chunks_scrubbed(info.scrub.chunks_scrubbed);
     req.set_corrupt_found(info.scrub.corrupt_found);
     req.set_corrupt_repaired(info.scrub.corrupt_repaired);
+    req.set_backfills_complete(info.scrub.backfills_complete);
     rpc::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
