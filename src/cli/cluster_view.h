@@ -27,8 +27,15 @@ struct ServerView {
   uint64_t corrupt_repaired = 0;
 };
 
+// One placement group: its width (k + m) and the server id of each position.
+struct PgView {
+  uint32_t width = 0;
+  std::vector<uint32_t> targets;
+};
+
 struct ClusterView {
   uint64_t map_version = 0;
+  std::vector<PgView> pgs;  // every PG of every width
   std::vector<ServerView> servers;
   std::map<uint32_t, uint32_t> pg_count_by_width;  // width k+m -> placement groups
   uint32_t pending_positions = 0;  // PG positions with a pending target (a move in flight)

@@ -244,6 +244,30 @@ int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err)
                               " in the cluster (see `aquifer server list`)"));
   }
   const std::string server_address = sv->address;
+  if (inv.force && sv->pg_positions > 0) {
+    // What a forced removal loses: PGs in which this server and the servers already down or
+    // removed leave more than m positions without a target (m of the default layout).
+    const RemovalRisk risk = RemovalRiskOf(*view, inv.server_id);
+    if (risk.pgs_lost > 0 || risk.pgs_at_risk > 0) {
+      err << "aquifer: warning: removing server " << inv.server_id << " by force, with "
+          << risk.servers_missing << " other server(s) down or removed:\n";
+      if (risk.pgs_lost > 0) {
+        err << "  " << risk.pgs_lost << " placement groups would have more than m = " << risk.m
+            << " positions missing: every erasure-coded stripe in them becomes UNREADABLE (EIO),"
+               " and small files whose copies were all on those servers too. Their data cannot "
+               "be rebuilt; `aquifer fsck` will list the files.\n";
+      }
+      if (risk.pgs_at_risk > 0) {
+        err << "  " << risk.pgs_at_risk << " placement groups would have exactly m = " << risk.m
+            << " positions missing: one more failure before repair finishes loses data.\n";
+      }
+      if (risk.pgs_lost > 0 && !inv.yes) {
+        err << "aquifer: error: refused: pass --yes to remove it anyway (or start the down "
+               "servers again first)\n";
+        return 1;
+      }
+    }
+  }
   Result<ServerAdminResult> r =
       RemoveServer(*address, ServerId(inv.server_id), inv.force, std::chrono::seconds(10));
   if (!r.ok()) {
@@ -607,6 +631,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
       ->check(kServerIdCheck);
   sremove->add_flag("--force", inv.force,
                     "remove even if it holds positions: treat it as failed and rebuild them");
+  sremove->add_flag("--yes", inv.yes,
+                    "with --force: go on even when the removal makes data unreadable");
   sremove->add_option("--grace-ms", grace_ms, "local cluster: SIGTERM -> SIGKILL (10000)");
   add_target(sremove);
 

@@ -60,6 +60,7 @@ struct Invocation {
   int grow_count = 0;               // cluster grow --data-servers
   uint32_t server_id = 0;           // server drain/remove ID (the metadata server's id)
   bool force = false;               // server remove --force
+  bool yes = false;                 // server remove --force --yes: accept making data unreadable
   double wait_timeout_s = 3600;     // repair/rebalance wait --timeout
   double wait_interval_s = 5;       // repair/rebalance wait: seconds between plain lines
   bool fsck_repair = false;         // fsck --repair

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace aquifer::cli {
@@ -117,6 +118,30 @@ std::string FormatServerTable(const ClusterView& v) {
       }
     }
   return o.str();
+}
+
+RemovalRisk RemovalRiskOf(const ClusterView& view, uint32_t server_id) {
+  RemovalRisk r;
+  r.m = view.default_m;
+  std::set<uint32_t> missing{server_id};
+  for (const ServerView& s : view.servers) {
+    if (s.id.value() == server_id) continue;
+    if (!s.up || s.state == "removed") {
+      missing.insert(s.id.value());
+      ++r.servers_missing;
+    }
+  }
+  for (const PgView& pg : view.pgs) {
+    if (std::find(pg.targets.begin(), pg.targets.end(), server_id) == pg.targets.end()) continue;
+    uint32_t gone = 0;
+    for (uint32_t t : pg.targets) gone += missing.count(t) ? 1 : 0;
+    if (gone > r.m) {
+      ++r.pgs_lost;
+    } else if (gone == r.m) {
+      ++r.pgs_at_risk;
+    }
+  }
+  return r;
 }
 
 std::string HumanBytes(uint64_t bytes) {

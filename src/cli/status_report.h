@@ -39,6 +39,17 @@ std::string FormatMoves(const MovesView& moves, const ClusterView* view, size_t 
 // removed), PG positions held, used/capacity, chunks, scrub counters, last heartbeat.
 std::string FormatServerTable(const ClusterView& view);
 
+// What removing server `server_id` by force would do, judged from the PG tables: a position is
+// missing when its target is down, removed, or the server being removed. m is the default
+// layout's. Pure.
+struct RemovalRisk {
+  uint32_t m = 0;
+  uint32_t servers_missing = 0;  // other servers already down or removed
+  uint32_t pgs_lost = 0;         // PGs with more than m positions missing: their stripes are lost
+  uint32_t pgs_at_risk = 0;      // PGs with exactly m missing: one more failure loses data
+};
+RemovalRisk RemovalRiskOf(const ClusterView& view, uint32_t server_id);
+
 // The whole report. `view` is the metadata server's answer, or its error (then the report says
 // the metadata server is unreachable and shows what else it knows). `local` is set for --root.
 // `mounts` lists the mounts of this cluster found on this host (shown when `local` is not set).

@@ -65,5 +65,24 @@ TEST(StatusReportTest, HumanBytesUsesBinaryUnits) {
   EXPECT_EQ(HumanBytes(3ull << 40), "3.0 TiB");
 }
 
+// Issue 16: `server remove --force` gave no warning while making data unreadable. With server 3
+// down, removing server 5 leaves PGs holding both with m = 2 positions missing (at risk), and,
+// with server 4 down too, PGs holding 3, 4 and 5 with 3 missing (lost).
+TEST(StatusReportTest, RemovalRiskCountsPgsThatWouldLoseMoreThanMPositions) {
+  ClusterView v = SixServersOneDown();
+  v.pgs = {{6, {1, 2, 3, 4, 5, 6}}, {6, {5, 6, 1, 2, 3, 4}}, {6, {1, 2, 4, 5, 6, 7}},
+           {6, {1, 2, 3, 4, 6, 7}}};
+  RemovalRisk r = RemovalRiskOf(v, 5);
+  EXPECT_EQ(r.m, 2u);
+  EXPECT_EQ(r.servers_missing, 1u);
+  EXPECT_EQ(r.pgs_lost, 0u);
+  EXPECT_EQ(r.pgs_at_risk, 2u);  // PGs 0 and 1 (3 and 5 missing); PG 2 has only 5; PG 3 not 5's
+  v.servers[3].up = false;       // server 4
+  r = RemovalRiskOf(v, 5);
+  EXPECT_EQ(r.servers_missing, 2u);
+  EXPECT_EQ(r.pgs_lost, 2u);     // PGs 0 and 1: 3, 4, 5
+  EXPECT_EQ(r.pgs_at_risk, 1u);  // PG 2: 4 and 5
+}
+
 }  // namespace
 }  // namespace aquifer::cli

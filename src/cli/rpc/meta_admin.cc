@@ -56,6 +56,7 @@ Result<ClusterView> FetchClusterView(const std::string& address,
       view.pg_count_by_width[t.width()] += static_cast<uint32_t>(t.pgs_size());
       for (const auto& pg : t.pgs()) {
         for (uint32_t p : pg.pending()) view.pending_positions += p != 0 ? 1 : 0;
+        view.pgs.push_back(PgView{t.width(), {pg.targets().begin(), pg.targets().end()}});
       }
     }
     view.default_k = static_cast<uint32_t>(resp.default_k());
