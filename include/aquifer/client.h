@@ -71,6 +71,7 @@ struct Attributes {
   // from a server without stripe maps). Shared, never changed after it is made.
   std::shared_ptr<const StripeMap> stripes;
   uint64_t truncate_floor = 0;  // the floor a stripe written anew gets at the next commit
+  VersionRanges abandoned_versions;  // versions never committed by a crashed writer (usually none)
 };
 
 // Which attributes SetAttr changes; unset fields stay as they are.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "aquifer/status.h"
@@ -27,10 +28,40 @@ struct StripeExtent {
 };
 
 // What a StripeMap says of one stripe.
+// Inclusive ranges [first, last] of versions a writer was handed and never committed before its
+// session ended (a crash): chunks at them are never file data (docs/design.md "Abandoned
+// versions").
+using VersionRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+
 struct StripeRecord {
   bool known = false;          // false: no record (legacy or overflowed map): infer holes
   bool written = true;         // known only: some committed write stored the stripe
   uint64_t floor_version = 0;  // written only: chunks at or below this version are leftovers
+  const VersionRanges* abandoned = nullptr;  // the file's abandoned versions (null: none)
+  // Whether a chunk at `version` may be this stripe's data.
+  bool Usable(uint64_t version) const {
+    if (known && version <= floor_version) return false;
+    if (abandoned != nullptr) {
+      for (const auto& [first, last] : *abandoned) {
+        if (first <= version && version <= last) return false;
+      }
+    }
+    return true;
+  }
+  // The highest usable version at or below `version` as far as abandoned ranges go (0: none).
+  uint64_t SkipAbandoned(uint64_t version) const {
+    for (bool moved = true; moved && version > 0;) {
+      moved = false;
+      if (abandoned == nullptr) break;
+      for (const auto& [first, last] : *abandoned) {
+        if (first <= version && version <= last) {
+          version = first - 1;
+          moved = true;
+        }
+      }
+    }
+    return version;
+  }
 };
 
 class StripeMap {

@@ -21,6 +21,13 @@ struct FileInfo {
   std::string path;
   bool stripes_known = false;
   std::vector<StripeExtent> stripes;  // recorded as written (the file's stripe map)
+  VersionRanges abandoned;            // a crashed writer's versions: leftovers, not data
+  bool Abandoned(uint64_t version) const {
+    for (const auto& [first, last] : abandoned) {
+      if (first <= version && version <= last) return true;
+    }
+    return false;
+  }
   uint64_t checked_to = 0;            // stripes below this were seen in the listings or counted
   uint64_t StripeSpan() const { return static_cast<uint64_t>(k) * unit_bytes; }
   uint64_t EndStripe() const {
@@ -208,6 +215,7 @@ class Checker {
               f.unit_bytes = e.attr.unit_bytes;
               f.stripes_known = e.attr.stripes_known;
               f.stripes = e.attr.stripes;
+              f.abandoned = e.attr.abandoned;
               f.path = child;
               ++r_.files;
             }
@@ -282,7 +290,7 @@ class Checker {
     uint64_t newest = 0;
     bool any_committed = false;
     for (const auto& [server, c] : group) {
-      if (f.stripes_known && c.version <= below) continue;
+      if ((f.stripes_known && c.version <= below) || f.Abandoned(c.version)) continue;
       if (c.version > f.data_version) {
         uncommitted.insert({c.version, c.position});
       } else {
@@ -318,7 +326,7 @@ class Checker {
     std::map<uint64_t, std::pair<std::set<uint32_t>, const FsckChunk*>, std::greater<>> versions;
     for (const auto& [server, c] : group) {
       if (c.version > f.data_version) continue;
-      if (f.stripes_known && c.version <= below) continue;
+      if ((f.stripes_known && c.version <= below) || f.Abandoned(c.version)) continue;
       auto& v = versions[c.version];
       v.first.insert(c.position);
       if (v.second == nullptr || (!v.second->has_placement && c.has_placement)) v.second = &c;

@@ -417,32 +417,37 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     targets = map->TargetsOf(layout, stripe);
     if (!targets.ok()) return targets.status();
   }
-  if (IsReplicated(layout, stripe_len)) {
-    // Any one copy of the highest version is usable: no older version to fall back to.
-    Status s = ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version,
-                              begin, wanted, bound_is_committed, view, record);
-    if (s.code() == Code::kDataLoss) NoteLost(inode, stripe);
-    return s;
-  }
+  const bool replicated = IsReplicated(layout, stripe_len);
   // A writer that crashed mid-stripe leaves fewer than k chunks of its version, which a later
   // commit (of another stripe) may make <= data_version. Those chunks can never decode; the
   // servers still keep the version before them (the newest <= committed): read that one.
+  // Chunks at a crashed writer's abandoned version hide the older whole version on the same
+  // servers (a server answers its newest <= the bound): read again below the abandoned range.
+  // A replicated stripe has no other reason to fall back (any one copy is whole).
   constexpr int kMaxVersionFallbacks = 4;
   for (int fallback = 0;; ++fallback) {
     uint64_t unusable_version = 0;
+    uint64_t abandoned_seen = 0;
     // After a fallback the bound is below the committed version: no longer a hint.
-    Status s = ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version, begin,
-                         wanted, bound_is_committed && fallback == 0, &unusable_version, view,
-                         record);
-    if (s.code() == Code::kDataLoss) NoteLost(inode, stripe);
+    Status s = replicated
+                   ? ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len,
+                                    max_version, begin, wanted,
+                                    bound_is_committed && fallback == 0, view, record,
+                                    &abandoned_seen)
+                   : ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version,
+                               begin, wanted, bound_is_committed && fallback == 0,
+                               &unusable_version, view, record, &abandoned_seen);
+    if (!s.ok() && abandoned_seen > 0) unusable_version = std::max(unusable_version, abandoned_seen);
+    if (s.code() == Code::kDataLoss && abandoned_seen == 0) NoteLost(inode, stripe);
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
     // Versions at or below the floor are a truncate's leftovers: nothing to fall back to.
-    if (record.known && unusable_version - 1 <= record.floor_version) return s;
+    const uint64_t below = record.SkipAbandoned(unusable_version - 1);
+    if (below == 0 || (record.known && below <= record.floor_version)) return s;
     Logger("client")->debug(
         "read stripe skips partial version ino={} stripe={} version={} fallback={}",
         inode.value(), stripe, unusable_version, fallback + 1);
     version_fallbacks_.fetch_add(1);
-    max_version = unusable_version - 1;
+    max_version = below;
   }
 }
 
@@ -450,7 +455,8 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                                std::span<std::byte> out, bool bound_is_committed,
-                               ChunkBytes* view, const StripeRecord& record) {
+                               ChunkBytes* view, const StripeRecord& record,
+                               uint64_t* abandoned_seen) {
   // The highest version any copy returns is the current one (a copy whose server was down during
   // the last write holds an older version). A copy whose version equals the reader's bound (the
   // usual case: the file's data_version) is current at once, since servers return nothing above
@@ -540,8 +546,11 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
         if (seen[p] || !gather->results[p]) continue;
         seen[p] = true;
         Result<ChunkData>& r = *gather->results[p];
-        if (r.ok() && record.known && r->version <= record.floor_version) {
-          ++not_found;  // a copy from before a truncate: not this stripe's data
+        if (r.ok() && !record.Usable(r->version)) {
+          ++not_found;  // from before a truncate, or a crashed writer's: not this stripe's data
+          if (!(record.known && r->version <= record.floor_version)) {
+            *abandoned_seen = std::max(*abandoned_seen, r->version);
+          }
         } else if (r.ok()) {
           if (max_version != 0 && r->version == max_version) {
             ChunkData current = std::move(*r);
@@ -570,6 +579,10 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   // A hole only when every copy says so: a stripe written while some of its targets were down
   // has its copies on the others, and a target that came back empty must not turn it into zeros.
   if (not_found == copies) {
+    if (*abandoned_seen > 0) {
+      return Unavailable("every copy of stripe " + std::to_string(stripe) +
+                         " answered an abandoned version");  // ReadStripe reads below it
+    }
     if (record.known && record.written) {
       return Lost(inode, stripe, "no copy on any of its " + std::to_string(copies) + " targets");
     }
@@ -586,7 +599,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                           std::span<std::byte> out, bool bound_is_committed,
                           uint64_t* unusable_version, ChunkBytes* view,
-                          const StripeRecord& record) {
+                          const StripeRecord& record, uint64_t* abandoned_seen) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -645,8 +658,12 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     for (auto& [p, f] : futures) {
       Result<ChunkData> r = f.get();
       Fetch& fetch = fetches[p];
-      if (r.ok() && record.known && r->version <= record.floor_version) {
-        fetch.state = Fetch::State::kNotFound;  // from before a truncate: not this stripe's data
+      if (r.ok() && !record.Usable(r->version)) {
+        // From before a truncate, or a crashed writer's: not this stripe's data.
+        fetch.state = Fetch::State::kNotFound;
+        if (!(record.known && r->version <= record.floor_version)) {
+          *abandoned_seen = std::max(*abandoned_seen, r->version);
+        }
       } else if (r.ok()) {
         fetch.state = Fetch::State::kOk;
         fetch.version = r->version;
@@ -747,6 +764,10 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       // rest unreachable (e.g. servers that missed a degraded write, the others down) is a stripe
       // that cannot be read now, never zeros.
       if (vmax == 0 && answered >= confident) {
+        if (*abandoned_seen > 0) {
+          return Unavailable("stripe " + std::to_string(stripe) +
+                             ": only abandoned versions answered");  // ReadStripe reads below
+        }
         if (record.known && record.written) {
           return Lost(inode, stripe, std::to_string(answered) + " of " + std::to_string(width) +
                                          " positions answered and none holds a chunk");

@@ -132,12 +132,12 @@ class ChunkIo {
                         const std::vector<ServerId>& targets, const ClusterMap& map,
                         uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                         std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view,
-                        const StripeRecord& record);
+                        const StripeRecord& record, uint64_t* abandoned_seen);
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                    std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version,
-                   ChunkBytes* view, const StripeRecord& record);
+                   ChunkBytes* view, const StripeRecord& record, uint64_t* abandoned_seen);
   // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
   // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
   // *stale when a server answered kStale.

@@ -54,8 +54,12 @@ struct FileView {
   uint64_t version = 0;
   uint64_t floor = 0;  // the file's truncate floor: part of stripe cache keys
   std::shared_ptr<const StripeMap> stripes;  // null: unknown
+  std::shared_ptr<const VersionRanges> abandoned;  // null: none
+  // Points into `abandoned`: the record is used while this view lives.
   StripeRecord Record(uint64_t stripe) const {
-    return stripes ? stripes->Find(stripe) : StripeRecord{};
+    StripeRecord r = stripes ? stripes->Find(stripe) : StripeRecord{};
+    r.abandoned = abandoned.get();
+    return r;
   }
 };
 
@@ -79,9 +83,10 @@ class OpenFile {
   uint64_t view_version = 0;
   uint64_t view_floor = 0;
   std::shared_ptr<const StripeMap> view_stripes;
+  std::shared_ptr<const VersionRanges> view_abandoned;  // null: none
   FileView View() const {
     std::lock_guard lock(view_mu);
-    return FileView{view_size, view_version, view_floor, view_stripes};
+    return FileView{view_size, view_version, view_floor, view_stripes, view_abandoned};
   }
   void SetView(const Attributes& attr) {
     std::lock_guard lock(view_mu);
@@ -89,6 +94,11 @@ class OpenFile {
     view_version = attr.data_version;
     view_floor = attr.truncate_floor;
     view_stripes = attr.stripes;
+    view_abandoned = AbandonedOf(attr);
+  }
+  static std::shared_ptr<const VersionRanges> AbandonedOf(const Attributes& attr) {
+    if (attr.abandoned_versions.empty()) return nullptr;
+    return std::make_shared<const VersionRanges>(attr.abandoned_versions);
   }
 
   std::mutex mu;  // guards everything below; held across chunk I/O of writes
@@ -102,6 +112,7 @@ class OpenFile {
   // The stripe map and truncate floor of the last commit (or the open): what the writer's reads
   // of stripes it did not write since then go by.
   std::shared_ptr<const StripeMap> committed_stripes;
+  std::shared_ptr<const VersionRanges> committed_abandoned;
   uint64_t truncate_floor = 0;
   std::map<uint64_t, StripeBuffer> buffers;  // stripe -> buffered bytes
   uint64_t buffered_bytes = 0;     // sum of buffers' sizes (counted in registry->dirty_bytes)

@@ -105,7 +105,9 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->view_version = reply.attr.data_version;
   file->view_floor = reply.attr.truncate_floor;
   file->view_stripes = reply.attr.stripes;
+  file->view_abandoned = OpenFile::AbandonedOf(reply.attr);
   file->committed_stripes = reply.attr.stripes;
+  file->committed_abandoned = file->view_abandoned;
   file->truncate_floor = reply.attr.truncate_floor;
   file->write_version = reply.write_version;
   file->committed_version = reply.attr.data_version;
@@ -156,6 +158,7 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
 
 StripeRecord Client::Impl::WriterRecord(const OpenFile& f, uint64_t stripe) const {
   StripeRecord r = f.committed_stripes ? f.committed_stripes->Find(stripe) : StripeRecord{};
+  r.abandoned = f.committed_abandoned.get();
   if (r.known && !r.written && f.written_len.count(stripe)) {
     r.written = true;
     r.floor_version = std::min(f.truncate_floor, f.write_version - 1);
@@ -371,6 +374,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   f.written_len.clear();
   f.dirty.store(false);
   f.committed_stripes = reply->attr.stripes;
+  f.committed_abandoned = OpenFile::AbandonedOf(reply->attr);
   f.truncate_floor = reply->attr.truncate_floor;
   {
     std::lock_guard view(f.view_mu);
@@ -378,6 +382,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
     f.view_version = f.committed_version;
     f.view_floor = reply->attr.truncate_floor;
     f.view_stripes = reply->attr.stripes;
+    f.view_abandoned = f.committed_abandoned;
   }
   return OkStatus();
 }

@@ -603,6 +603,7 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
     if (a.open_for_write) {
       oc.write++;
       st.lease_holder = s;
+      st.lease_version = out.write_version;
     }
     sessions_.at(s)->inodes.insert(out.attr.ino.value());
     TouchSession(a.session);

@@ -364,6 +364,7 @@ class MetadataService {
   struct InodeState {  // in memory only: opens, the write lease, locks
     std::unordered_map<uint64_t, OpenCount> opens;  // by session
     uint64_t lease_holder = 0;                      // session; 0 = none
+    uint64_t lease_version = 0;  // the last write version handed to the lease holder
     std::vector<LockRecord> locks;
     bool empty() const { return opens.empty() && lease_holder == 0 && locks.empty(); }
   };
@@ -432,6 +433,9 @@ class MetadataService {
   // handed out so far and queues their GC, held until the last close (docs/design.md "Recorded
   // holes"). `opening`: the caller is opening the file (O_TRUNC), so it counts as open.
   Status TruncateLocked(Txn& txn, Inode* inode, uint64_t new_size, bool opening = false);
+  // The lease holder of `ino` went away (session ended) after being handed `version`: when it is
+  // above the committed data_version, the range since becomes abandoned (Inode).
+  void AbandonLeaseVersion(Txn& txn, InodeId ino, uint64_t version);
   // The inode has no open left: its held GC tasks may go out (takes cluster_mu_).
   void ReleaseGcHolds(uint64_t ino);
   uint64_t NextWriteVersion(Txn& txn);

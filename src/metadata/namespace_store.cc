@@ -231,6 +231,11 @@ std::string EncodeInode(const Inode& n) {
   }
   e.U32(static_cast<uint32_t>(n.lost_stripes.size()));
   for (uint64_t stripe : n.lost_stripes) e.U64(stripe);
+  e.U32(static_cast<uint32_t>(n.abandoned_versions.size()));
+  for (const auto& [first, last] : n.abandoned_versions) {
+    e.U64(first);
+    e.U64(last);
+  }
   return e.Take();
 }
 
@@ -281,6 +286,15 @@ Result<Inode> DecodeInode(std::string_view v) {
   n.lost_stripes.resize(lost);
   for (uint64_t& stripe : n.lost_stripes) stripe = d.U64();
   if (!d.ok()) return Corruption("inode lost list is truncated");
+  if (d.AtEnd()) return n;  // a record from before abandoned versions were kept
+  const uint32_t abandoned = d.U32();
+  if (!d.ok() || abandoned > Inode::kMaxAbandonedRanges) return Corruption("inode abandoned list");
+  n.abandoned_versions.resize(abandoned);
+  for (auto& [first, last] : n.abandoned_versions) {
+    first = d.U64();
+    last = d.U64();
+  }
+  if (!d.ok()) return Corruption("inode abandoned list is truncated");
   return n;
 }
 

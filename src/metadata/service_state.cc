@@ -77,6 +77,7 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
     if (lease) {
       oc.write++;
       st.lease_holder = s;
+      st.lease_version = out.write_version;
     }
     sessions_.at(s)->inodes.insert(ino.value());
     TouchSession(session);
@@ -95,7 +96,10 @@ Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) 
   if (oc == st->second.opens.end()) return OkStatus();
   if (oc->second.total > 0) oc->second.total--;
   if (was_write && oc->second.write > 0) oc->second.write--;
-  if (oc->second.write == 0 && st->second.lease_holder == s) st->second.lease_holder = 0;
+  if (oc->second.write == 0 && st->second.lease_holder == s) {
+    st->second.lease_holder = 0;
+    st->second.lease_version = 0;
+  }
   if (oc->second.total == 0) {
     st->second.opens.erase(oc);
     if (st->second.opens.empty()) ReleaseGcHolds(ino.value());
@@ -179,6 +183,9 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("meta.commit.before_apply"));
     AQ_RETURN_IF_ERROR(Apply(txn, false));
     AQ_FAILPOINT("meta.commit.after_apply");
+    if (st != states_.end() && st->second.lease_holder == s) {
+      st->second.lease_version = out.next_write_version;
+    }
     out.attr = *n;
     if (s != 0) TouchSession(a.session);
   }
@@ -217,6 +224,21 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     }
   }
   return out;
+}
+
+void MetadataService::AbandonLeaseVersion(Txn& txn, InodeId ino, uint64_t version) {
+  if (version == 0) return;
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return;
+  Inode* n = *nr;
+  if (!n->is_reg() || version <= n->data_version) return;
+  auto& ranges = n->abandoned_versions;
+  if (ranges.size() >= Inode::kMaxAbandonedRanges) ranges.erase(ranges.begin());
+  ranges.emplace_back(n->data_version + 1, version);
+  txn.Dirty(n);
+  Logger("meta")->info("abandon versions ino={} from={} to={}: the writer's session ended before "
+                       "it committed them",
+                       ino.value(), n->data_version + 1, version);
 }
 
 Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {
@@ -286,7 +308,13 @@ void MetadataService::ReleaseAllOf(Txn& txn, uint64_t s) {
     if (st == states_.end()) continue;
     st->second.opens.erase(s);
     if (st->second.opens.empty()) ReleaseGcHolds(ino);
-    if (st->second.lease_holder == s) st->second.lease_holder = 0;
+    if (st->second.lease_holder == s) {
+      // The session ended holding the write lease (a crash, or an unmount with the file still
+      // open): the version it was last handed may have chunks that were never committed.
+      AbandonLeaseVersion(txn, InodeId(ino), st->second.lease_version);
+      st->second.lease_holder = 0;
+      st->second.lease_version = 0;
+    }
     auto& locks = st->second.locks;
     locks.erase(std::remove_if(locks.begin(), locks.end(),
                                [s](const LockRecord& l) { return l.session == s; }),

@@ -63,6 +63,11 @@ struct Inode {
   // one, or a truncate that cuts it, takes it out; `aquifer status` counts them.
   std::vector<uint64_t> lost_stripes;
   static constexpr size_t kMaxLostStripesRecorded = 1024;
+  // Regular files: versions handed to a writer whose session ended (a crash) before it committed
+  // them, as inclusive ranges; readers never take chunks at them. At most kMaxAbandonedRanges
+  // (the oldest goes first).
+  VersionRanges abandoned_versions;
+  static constexpr size_t kMaxAbandonedRanges = 16;
   // Directories only.
   InodeId parent;               // ".."; the root's parent is itself
   uint64_t next_entry_seq = 1;  // next readdir cookie to hand out in this directory

@@ -943,3 +943,51 @@ TEST_F(ClusterTest, StripesLostBeyondRedundancyAreDataLossNotZeros) {
 
 }  // namespace
 }  // namespace aquifer
+
+namespace aquifer {
+namespace {
+
+// Regression (issue 16, problem 4): a writer whose session ended before it committed left chunks
+// at its version; once another writer committed a higher version without rewriting those
+// stripes, readers took the crashed writer's bytes for the file's. Now the metadata server
+// records the version as abandoned when the session ends, and readers skip it.
+TEST_F(ClusterTest, ACrashedWritersStripesStayInvisibleAfterAnotherWriterCommits) {
+  StartCluster();
+  const std::string v1 = RandomBytes(8 * kMiB, 190);
+  {
+    auto first = NewClient();
+    ASSERT_TRUE(first);
+    ASSERT_OK(first->WriteFile("/c", v1, kRoot));
+  }
+  auto crashed = NewClient();
+  ASSERT_TRUE(crashed);
+  Result<Attributes> attr = crashed->Resolve("/c", kRoot);
+  ASSERT_TRUE(attr.ok());
+  {
+    Result<Client::Opened> w = crashed->Open(attr->inode, O_WRONLY, kRoot);
+    ASSERT_TRUE(w.ok());
+    // Two full stripes go to the data servers at once, at the crashed writer's version.
+    WriteAt(*crashed, *w->file, 0, RandomBytes(8 * kMiB, 191));
+    WriteAt(*crashed, *w->file, 8 * kMiB, "x");
+    w->file.reset();  // dropped without a commit or a release: the writer dies
+    crashed.reset();
+  }
+  auto second = NewClient();
+  ASSERT_TRUE(second);
+  Result<Client::Opened> w = second->Open(attr->inode, O_WRONLY, kRoot);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::string head = RandomBytes(4 * kMiB, 192);
+  WriteAt(*second, *w->file, 0, head);  // stripe 0 only
+  ASSERT_OK(second->Release(std::move(w->file)));
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/c", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), v1.size());
+  EXPECT_TRUE(read->compare(0, head.size(), head) == 0) << "stripe 0 is not the second writer's";
+  EXPECT_TRUE(read->compare(4 * kMiB, 4 * kMiB, v1, 4 * kMiB, 4 * kMiB) == 0)
+      << "stripe 1 holds the crashed writer's uncommitted bytes";
+}
+
+}  // namespace
+}  // namespace aquifer

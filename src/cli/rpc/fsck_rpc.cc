@@ -34,6 +34,9 @@ FsckAttr FromAttr(const aquifer::rpc::Attr& a) {
   for (int i = 0; r.stripes_known && i + 2 < a.stripe_map_size(); i += 3) {
     r.stripes.push_back({a.stripe_map(i), a.stripe_map(i + 1), a.stripe_map(i + 2)});
   }
+  for (int i = 0; i + 1 < a.abandoned_versions_size(); i += 2) {
+    r.abandoned.emplace_back(a.abandoned_versions(i), a.abandoned_versions(i + 1));
+  }
   return r;
 }
 

@@ -30,6 +30,7 @@ struct FsckAttr {
   // maps, whose holes cannot be told from lost stripes).
   bool stripes_known = false;
   std::vector<StripeExtent> stripes;
+  VersionRanges abandoned;  // versions a crashed writer never committed: not data
 };
 
 struct FsckDirEntry {

@@ -72,6 +72,9 @@ Attributes FromPb(const pb::Attr& a) {
   out.layout.pg_count = a.layout().pg_count();
   out.data_version = a.data_version();
   out.truncate_floor = a.truncate_floor();
+  for (int i = 0; i + 1 < a.abandoned_versions_size(); i += 2) {
+    out.abandoned_versions.emplace_back(a.abandoned_versions(i), a.abandoned_versions(i + 1));
+  }
   if (a.stripe_map_known() && a.stripe_map_size() % 3 == 0) {
     std::vector<StripeExtent> extents;
     extents.reserve(a.stripe_map_size() / 3);

@@ -67,6 +67,10 @@ void ToPb(const Inode& n, pb::Attr* out) {
     out->set_data_version(n.data_version);
     out->set_stripe_map_known(n.stripes.known());
     out->set_truncate_floor(n.truncate_floor);
+    for (const auto& [first, last] : n.abandoned_versions) {
+      out->add_abandoned_versions(first);
+      out->add_abandoned_versions(last);
+    }
     for (const StripeExtent& e : n.stripes.extents()) {
       out->add_stripe_map(e.begin_stripe);
       out->add_stripe_map(e.end_stripe);

@@ -195,7 +195,6 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     const ChunkId id{InodeId(key.first), key.second, task.position};
     const std::vector<ChunkVersion> local = store.Versions(id);
     const uint64_t local_newest = local.empty() ? 0 : local.back().version;
-    if (task.only_missing && !local.empty()) continue;
     int kept = task.keep ? -1 : 1;  // -1: not asked yet
     for (const auto& [version, info] : versions) {
       const ChunkPlacement& p = info.placement;
@@ -203,6 +202,10 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
       // Scrub: stale chunks only. A chunk absent here may have been deleted by a GC task that
       // the others have not applied yet: never bring it back.
       if (task.only_newer && (local.empty() || version <= local_newest)) continue;
+      // Backfill: every version newer than the newest held here (all when none is): a write
+      // that went degraded while this server was down, also over an older version of the
+      // chunk. Older ones were pruned here or deleted by a GC task: never brought back.
+      if (task.only_missing && version <= local_newest) continue;
       // An empty data chunk (past the stripe's bytes) is not stored by writers either.
       if (!info.on_copy_source && !p.replicated && task.position < p.k &&
           ExpectedChunkBytes(p, task.position) == 0) {

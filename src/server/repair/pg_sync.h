@@ -52,8 +52,9 @@ struct PgSyncTask {
   // server lacks. true (scrub): only versions newer than this server's newest of that chunk
   // (stale chunks), so versions pruned here are never brought back.
   bool only_newer = false;
-  // true (backfill): only stripes this server holds no version of at all (a write that went
-  // degraded while it was down); every version the others hold is rebuilt, as in a move.
+  // true (backfill): only versions newer than this server's newest of that chunk, every
+  // version the others hold when it holds none (a write that went degraded while it was down,
+  // also a rewrite over a version it holds); rebuilt as in a move.
   bool only_missing = false;
   // When set (backfill): asked once per stripe that has work; false skips the stripe (its file
   // is deleted, or the stripe truncated away). Called from the calling thread.

@@ -480,5 +480,36 @@ TEST_F(RepairTest, BackfillThatCouldNotListAPeerRunsAgainUntilItCompletes) {
   EXPECT_EQ(ReadLocal(6, {InodeId(600), 0, 5}, 9), full[5]);
 }
 
+TEST_F(RepairTest, BackfillRebuildsAVersionNewerThanTheOneItHoldsButNoOlderOne) {
+  // Server 6 (position 5 of PG 0) holds version 3 of stripe 700/0 and misses version 8 of it,
+  // written while it was down: an in-place rewrite, or the new last stripe a truncate rewrites
+  // (tests/mount/failpoint_test.sh, data.gc.before_ack). Backfill took only stripes it held no
+  // version of, so the chunk stayed missing until the hourly scrub pass. 701/0: it holds
+  // version 8 and not version 3, which the others still hold (pruned or deleted here): that one
+  // is not brought back.
+  for (auto& [id, server] : servers_) {
+    ASSERT_TRUE(WaitUntil([&] { return server->core().scrub_counters().backfill_passes >= 1; }))
+        << "server " << id;
+  }
+  WriteStripe(0, 700, 0, 3, RandomBytes(4 * kUnit, 100));
+  WriteStripe(0, 701, 0, 3, RandomBytes(4 * kUnit, 101), {5});
+  WriteStripe(0, 701, 0, 8, RandomBytes(4 * kUnit, 102));
+  Stop(6);
+  const auto v8 = WriteStripe(0, 700, 0, 8, RandomBytes(4 * kUnit, 103));
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    meta_.sizes = {{700, 4 * kUnit}, {701, 4 * kUnit}};
+    meta_.down.erase(6);
+  }
+  Start(6);
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().backfill_passes >= 1; }));
+  EXPECT_EQ(servers_[6]->core().scrub_counters().chunks_backfilled, 1u);
+  const std::string got = ReadLocal(6, {InodeId(700), 0, 5}, 8);
+  EXPECT_TRUE(got == v8[5]) << got.substr(0, 40);  // "<version 3>" without the rebuild
+  const std::vector<ChunkVersion> kept = store(6).Versions({InodeId(701), 0, 5});
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].version, 8u);
+}
+
 }  // namespace
 }  // namespace aquifer::server
