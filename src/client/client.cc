@@ -163,6 +163,7 @@ void Client::Impl::RenewSession(SessionId lost) {
 }
 
 Attributes Client::Impl::Overlay(Attributes attr) {
+  const Attributes committed = attr;  // read views take what the metadata server said
   std::lock_guard lock(registry_->mu);
   auto [begin, end] = registry_->files.equal_range(attr.inode);
   for (auto it = begin; it != end; ++it) {
@@ -171,7 +172,7 @@ Attributes Client::Impl::Overlay(Attributes attr) {
       if (f->dirty.load()) attr.size_bytes = f->local_size.load();
     } else {
       // Close-to-open: a read handle sees what the metadata server now says.
-      f->SetView(attr);
+      f->RefreshView(committed);
     }
   }
   return attr;

@@ -88,6 +88,19 @@ class OpenFile {
     std::lock_guard lock(view_mu);
     return FileView{view_size, view_version, view_floor, view_stripes, view_abandoned};
   }
+  // Takes `attr` (as the metadata server sent it) as the read view, except after a truncate that
+  // cut stripes and no commit since (same data_version, another floor): then the old view stays,
+  // and with it the old chunks it names (kept until the last close), so a reader gets the old
+  // bytes, not a short read in the middle of what the kernel still takes for the file.
+  void RefreshView(const Attributes& attr) {
+    std::lock_guard lock(view_mu);
+    if (attr.data_version == view_version && attr.truncate_floor != view_floor) return;
+    view_size = attr.size_bytes;
+    view_version = attr.data_version;
+    view_floor = attr.truncate_floor;
+    view_stripes = attr.stripes;
+    view_abandoned = AbandonedOf(attr);
+  }
   void SetView(const Attributes& attr) {
     std::lock_guard lock(view_mu);
     view_size = attr.size_bytes;
@@ -233,6 +246,7 @@ class Client::Impl {
   // What the writer `f` (f.mu held) knows of `stripe`: its committed map, plus the stripes it
   // wrote since, which its next commit records with the floor the metadata server will give.
   StripeRecord WriterRecord(const OpenFile& f, uint64_t stripe) const;
+
   // Prefetches the readahead_stripes stripes after `stripe` (those below the end of a file of
   // file_size bytes) at `version`, for a sequential stream, and drops the stripe two behind
   // `stripe` from the cache: the stream has passed it (reads still in flight may reach back one

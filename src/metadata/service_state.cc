@@ -54,11 +54,17 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
   const bool lease = write && n->is_reg();
   if (lease) {
     auto st = states_.find(ino.value());
-    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s &&
-        SessionAlive(st->second.lease_holder)) {
-      return Status(Code::kWouldBlock, "inode " + ino.ToString() +
-                                           " is open for write by session " +
-                                           std::to_string(st->second.lease_holder));
+    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s) {
+      if (SessionAlive(st->second.lease_holder)) {
+        return Status(Code::kWouldBlock, "inode " + ino.ToString() +
+                                             " is open for write by session " +
+                                             std::to_string(st->second.lease_holder));
+      }
+      // The holder's session is past its ttl but not reaped yet (the reaper would find the
+      // lease gone and abandon nothing): what it wrote and never committed is abandoned now.
+      AbandonLeaseVersion(txn, ino, st->second.lease_version);
+      st->second.lease_holder = 0;
+      st->second.lease_version = 0;
     }
   }
   OpenResult out;

@@ -868,6 +868,25 @@ TEST_F(MetadataServiceTest, WriteLeaseIsExclusivePerSessionAndFreedByReleaseOrEx
   EXPECT_TRUE(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).ok());
 }
 
+TEST_F(MetadataServiceTest, AnOpenThatTakesADeadSessionsLeaseAbandonsItsVersion) {
+  // s1 opens for write and dies (its ttl passes) before it commits; s2's open for write comes
+  // before the reaper ran. Before, s2 took the lease over and the reaper then found no lease
+  // to abandon: s1's chunks counted as data once s2 committed a higher version
+  // (tests/mount/failpoint_test.sh, client.stripe.after_some_chunks, in place).
+  auto s1 = svc_->OpenSession("one");
+  Inode f = File(kRootInode, "f");
+  auto w1 = svc_->Open(f.ino, O_WRONLY, s1->session, Root());
+  ASSERT_TRUE(w1.ok());
+  mono_ms_ += opts_.session_ttl_ms + 1;  // no Tick: s1 is dead but not reaped
+  auto s2 = svc_->OpenSession("two");
+  auto w2 = svc_->Open(f.ino, O_WRONLY, s2->session, Root());
+  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
+  const VersionRanges want{{f.data_version + 1, w1->write_version}};
+  EXPECT_EQ(w2->attr.abandoned_versions, want);
+  svc_->Tick();  // reaps s1: nothing more to abandon
+  EXPECT_EQ(svc_->GetAttr(f.ino)->abandoned_versions, want);
+}
+
 TEST_F(MetadataServiceTest, UnlinkedOpenFileStaysUntilLastRelease) {
   auto s = svc_->OpenSession("c");
   Inode f = File(kRootInode, "f");

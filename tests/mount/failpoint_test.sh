@@ -3,14 +3,17 @@
 # each named point in the write, commit, truncate, GC and repair paths: files written and closed
 # first (acknowledged: their sha256 recorded), then the point armed in one process (AQ_FAILPOINT
 # in that process's environment only: aquifer-mount, aquifer-meta or one aquifer-data, started
-# again with it), a workload that crashes it there (cp, an O_TRUNC rewrite of a 6 MiB file,
-# truncate, rm, a server kill and backfill), the process started again (the mount remounted),
-# and checks through a fresh mount:
+# again with it), a workload that crashes it there (cp, an O_TRUNC rewrite of a 6 MiB file, an
+# in-place overwrite, truncate, rm, a server kill and backfill), the process started again (the
+# mount remounted), and checks through a fresh mount:
 #   - every acknowledged file reads back with its sha256 (an EIO fails too);
 #   - the file the workload was changing reads as its old bytes, its new bytes, a prefix of
 #     either, or fails with EIO: never a stripe mixing two versions, never zeros or bytes at the
 #     wrong offset (every 8-byte word holds its offset and the id of the write that stored it);
-#   - `aquifer repair wait`, then `aquifer fsck --verbose` names no acknowledged file as LOST.
+#   - after an in-place overwrite crashed, another writer's commit does not make the crashed
+#     writer's bytes visible;
+#   - `aquifer repair wait`, then `aquifer fsck --verbose` names no acknowledged file as LOST,
+#     and within 30 s none as MISSING (below k + m: backfill rebuilt what the crashes missed).
 # At the end two data servers are killed and every acknowledged file read again (cold): the
 # chunks rebuilt after the crashes decode too.
 # AQ_FP_POINTS: a subset of the points (their names, space-separated), when debugging.
@@ -519,15 +522,19 @@ fi
 
 P=data.gc.before_ack
 if in_points $P; then
-  # rm and truncate: data0 deletes the chunks, then dies before acknowledging the tasks; they
-  # are sent again after its restart, and deleting again is harmless.
+  # rm: data0 deletes the file's chunks, then dies before acknowledging the task; it is sent
+  # again after the restart, and deleting again is harmless. While data0 is down, a truncate
+  # rewrites t's new last stripe without data0's copy: when data0 is back (holding an older
+  # version of that chunk), its backfill must rebuild the new one.
   before $P
   data_arm "$P:crash"
   timeout "$T" rm "$M/$D/a" || aq_fail "$P: rm"
   forget "$D/a"
-  timeout "$T" truncate -s 1000000 "$M/$D/t" || aq_fail "$P: truncate"
-  settle_t $P 0 "${T_OLD%%:*}:1000000"
-  data_crash $P
+  crashed "${AQ_DATA_PIDS[0]}" $P "$AQ_SCRATCH/data0.log"
+  AQ_DATA_PIDS[0]=""
+  timeout "$T" truncate -s 4000000 "$M/$D/t" || aq_fail "$P: truncate"  # all 6 positions
+  settle_t $P 0 "${T_OLD%%:*}:4000000"
+  start_data 0
   remount
   [ ! -e "$M/$D/a" ] || aq_fail "$P: $D/a is back"
   after_point $P
