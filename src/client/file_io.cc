@@ -497,8 +497,11 @@ void Client::Impl::Prefetch(const OpenFile& f, const FileView& view, uint64_t st
   InodeId inode = f.inode;
   Layout layout = f.layout;
   const uint64_t version = view.version;
-  const StripeRecord record = view.Record(stripe);
-  stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version, record] {
+  StripeRecord record = view.Record(stripe);
+  // The task may outlive the caller's view: it keeps what record.abandoned points into.
+  std::shared_ptr<const VersionRanges> abandoned = view.abandoned;
+  stripe_pool_->Submit([this, key, inode, layout, stripe, stripe_len, version, record,
+                        abandoned] {
     Result<StripeBytes> fetched = FetchStripe(inode, layout, stripe, stripe_len, version, record);
     if (fetched.ok()) cache_->Put(key, std::move(*fetched));
     cache_->EndFetch(key);
