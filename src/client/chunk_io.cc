@@ -33,18 +33,12 @@ Status Superseded(InodeId inode, uint64_t stripe, uint64_t bound) {
 // A stripe the stripe map says was written, of which no position holds a chunk above its floor:
 // lost beyond the layout's redundancy. Logged (at most one line per 10 s, with a count).
 Status Lost(InodeId inode, uint64_t stripe, std::string_view why) {
-  static std::atomic<int64_t> last_logged_ms{0};
-  static std::atomic<uint64_t> unlogged{0};
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             Clock::now().time_since_epoch()).count();
-  int64_t last = last_logged_ms.load();
-  if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
+  static LogLimiter limiter;
+  if (uint64_t held = 0; limiter.Allow(&held)) {
     Logger("client")->error(
         "stripe lost ino={} stripe={}: {} (and {} more lost stripe reads since the last such "
         "line); run aquifer fsck",
-        inode.value(), stripe, why, unlogged.exchange(0));
-  } else {
-    unlogged.fetch_add(1);
+        inode.value(), stripe, why, held);
   }
   return Status(Code::kDataLoss, "stripe " + std::to_string(stripe) + " of inode " +
                                      inode.ToString() + " is lost: " + std::string(why));
@@ -341,19 +335,13 @@ Status ChunkIo::WriteChunks(
       if (!chunk_landed[c]) missing += (missing.empty() ? "" : ",") + std::to_string(chunks[c].first);
     }
     // At most one line per 10 s (a server down for an hour degrades every stripe written).
-    static std::atomic<int64_t> last_logged_ms{0};
-    static std::atomic<uint64_t> unlogged{0};
-    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               Clock::now().time_since_epoch()).count();
-    int64_t last = last_logged_ms.load();
-    if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
+    static LogLimiter limiter;
+    if (uint64_t held = 0; limiter.Allow(&held)) {
       Logger("client")->warn(
           "stripe written degraded ino={} stripe={} version={} positions_missing={} landed={}/{} "
           "last_error={} (and {} more degraded stripes since the last such line)",
           inode.value(), stripe, version, missing, landed, empty_landed + chunks.size(),
-          last_error.ToString(), unlogged.exchange(0));
-    } else {
-      unlogged.fetch_add(1);
+          last_error.ToString(), held);
     }
   }
   return OkStatus();
@@ -927,25 +915,6 @@ void ChunkIo::NoteLost(InodeId inode, uint64_t stripe) {
                            stripe, s.ToString());
     std::lock_guard lock(lost_mu_);
     reported_lost_.erase({inode.value(), stripe});
-  }
-}
-
-void ChunkIo::DeleteFrom(InodeId inode, uint64_t from_stripe, uint64_t max_version) {
-  std::shared_ptr<const ClusterMap> map = this->map();
-  if (!map) return;
-  const auto deadline = Clock::now() + options_.chunk_timeout;
-  std::vector<std::future<Status>> futures;
-  for (const auto& [id, entry] : map->servers) {
-    Result<std::shared_ptr<DataClient>> client = ClientFor(id, *map);
-    if (!client.ok()) continue;
-    std::shared_ptr<DataClient> dc = *client;
-    futures.push_back(pool_.Submit([dc, inode, from_stripe, max_version, deadline] {
-      return dc->DeleteChunks(inode, from_stripe, max_version, deadline);
-    }));
-  }
-  for (auto& f : futures) {
-    Status s = f.get();
-    if (!s.ok()) Logger("client")->debug("delete chunks failed status={}", s.ToString());
   }
 }
 

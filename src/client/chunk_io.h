@@ -107,10 +107,6 @@ class ChunkIo {
                     bool bound_is_committed = false, ChunkBytes* view = nullptr,
                     const StripeRecord& record = StripeRecord{});
 
-  // Deletes chunks of `inode` with stripe >= from_stripe and version <= max_version on every
-  // up data server (best effort: the metadata server's GC covers the others).
-  void DeleteFrom(InodeId inode, uint64_t from_stripe, uint64_t max_version);
-
   // Counters for tests and benchmarks.
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }

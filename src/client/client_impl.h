@@ -95,14 +95,14 @@ class OpenFile {
   void RefreshView(const Attributes& attr) {
     std::lock_guard lock(view_mu);
     if (attr.data_version == view_version && attr.truncate_floor != view_floor) return;
-    view_size = attr.size_bytes;
-    view_version = attr.data_version;
-    view_floor = attr.truncate_floor;
-    view_stripes = attr.stripes;
-    view_abandoned = AbandonedOf(attr);
+    SetViewLocked(attr);
   }
+  // Takes `attr` as the read view unconditionally (an open's or this writer's commit's reply).
   void SetView(const Attributes& attr) {
     std::lock_guard lock(view_mu);
+    SetViewLocked(attr);
+  }
+  void SetViewLocked(const Attributes& attr) {
     view_size = attr.size_bytes;
     view_version = attr.data_version;
     view_floor = attr.truncate_floor;

@@ -101,11 +101,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->flags = flags;
   file->writable = (flags & O_ACCMODE) != O_RDONLY;
   file->layout = reply.attr.layout;
-  file->view_size = reply.attr.size_bytes;
-  file->view_version = reply.attr.data_version;
-  file->view_floor = reply.attr.truncate_floor;
-  file->view_stripes = reply.attr.stripes;
-  file->view_abandoned = OpenFile::AbandonedOf(reply.attr);
+  file->SetView(reply.attr);
   file->committed_stripes = reply.attr.stripes;
   file->committed_abandoned = file->view_abandoned;
   file->truncate_floor = reply.attr.truncate_floor;
@@ -376,14 +372,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   f.committed_stripes = reply->attr.stripes;
   f.committed_abandoned = OpenFile::AbandonedOf(reply->attr);
   f.truncate_floor = reply->attr.truncate_floor;
-  {
-    std::lock_guard view(f.view_mu);
-    f.view_size = f.size;
-    f.view_version = f.committed_version;
-    f.view_floor = reply->attr.truncate_floor;
-    f.view_stripes = reply->attr.stripes;
-    f.view_abandoned = f.committed_abandoned;
-  }
+  f.SetView(reply->attr);  // the committed size and version: f.size, f.committed_version
   return OkStatus();
 }
 
