@@ -135,6 +135,10 @@ struct ClientOptions {
   // security.capability before every write(2)); see NewGrpcMetaClient.
   std::chrono::milliseconds attr_cache_ttl{0};
   std::chrono::milliseconds lease_wait{30000};       // how long an open for write waits for a lease
+  // How long a read view that a shorter one replaced (a truncate, here or on another host) still
+  // answers page-cache reads past the new end (ReadShared). The mount sets attr_timeout + 1 s:
+  // the kernel asks for a file's size again once its attributes are attr_timeout old. 0: never.
+  std::chrono::milliseconds replaced_view_keep{0};
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
   // Chunk reads and writes go over the chunk wire (docs/design.md "The chunk wire") to data
   // servers that serve it; false: every call over gRPC.
@@ -250,7 +254,13 @@ class Client {
     std::vector<std::span<const std::byte>> pieces;
     uint64_t size() const;  // bytes in all pieces
   };
-  Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
+  // `page_cache`: the bytes fill the kernel's page cache (a mount's buffered read, never
+  // O_DIRECT). Such a read past the end of a view that a truncate just shortened, in a page the
+  // kernel can only ask for while it still holds the longer size, is answered from the longer
+  // view for up to options.replaced_view_keep (docs/design.md "Reads that race a truncate"):
+  // the kernel would zero-fill a short answer and may keep the zeros as file data.
+  Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes,
+                              bool page_cache = false);
   // Bytes of stripes the read cache holds now (at most options.read_cache_bytes). A sequential
   // reader keeps only a window of about readahead_stripes + 2 stripes of its file there.
   uint64_t ReadCacheBytes() const;

@@ -38,6 +38,9 @@ struct StripeRecord {
   bool written = true;         // known only: some committed write stored the stripe
   uint64_t floor_version = 0;  // written only: chunks at or below this version are leftovers
   const VersionRanges* abandoned = nullptr;  // the file's abandoned versions (null: none)
+  // Whether a read that finds no chunk of a written stripe logs and reports it as lost. False
+  // for a read that falls back to a newer view when it fails (a replaced read view).
+  bool report_loss = true;
   // Whether a chunk at `version` may be this stripe's data.
   bool Usable(uint64_t version) const {
     if (known && version <= floor_version) return false;

@@ -32,9 +32,9 @@ Status Superseded(InodeId inode, uint64_t stripe, uint64_t bound) {
 
 // A stripe the stripe map says was written, of which no position holds a chunk above its floor:
 // lost beyond the layout's redundancy. Logged (at most one line per 10 s, with a count).
-Status Lost(InodeId inode, uint64_t stripe, std::string_view why) {
+Status Lost(InodeId inode, uint64_t stripe, const StripeRecord& record, std::string_view why) {
   static LogLimiter limiter;
-  if (uint64_t held = 0; limiter.Allow(&held)) {
+  if (uint64_t held = 0; record.report_loss && limiter.Allow(&held)) {
     Logger("client")->error(
         "stripe lost ino={} stripe={}: {} (and {} more lost stripe reads since the last such "
         "line); run aquifer fsck",
@@ -426,7 +426,9 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                                begin, wanted, bound_is_committed && fallback == 0,
                                &unusable_version, view, record, &abandoned_seen);
     if (!s.ok() && abandoned_seen > 0) unusable_version = std::max(unusable_version, abandoned_seen);
-    if (s.code() == Code::kDataLoss && abandoned_seen == 0) NoteLost(inode, stripe);
+    if (s.code() == Code::kDataLoss && abandoned_seen == 0 && record.report_loss) {
+      NoteLost(inode, stripe);
+    }
     if (s.ok() || unusable_version <= 1 || fallback >= kMaxVersionFallbacks) return s;
     // Versions at or below the floor are a truncate's leftovers: nothing to fall back to.
     const uint64_t below = record.SkipAbandoned(unusable_version - 1);
@@ -572,7 +574,7 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
                          " answered an abandoned version");  // ReadStripe reads below it
     }
     if (record.known && record.written) {
-      return Lost(inode, stripe, "no copy on any of its " + std::to_string(copies) + " targets");
+      return Lost(inode, stripe, record, "no copy on any of its " + std::to_string(copies) + " targets");
     }
     Zeros(view, out);
     return OkStatus();
@@ -757,7 +759,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                              ": only abandoned versions answered");  // ReadStripe reads below
         }
         if (record.known && record.written) {
-          return Lost(inode, stripe, std::to_string(answered) + " of " + std::to_string(width) +
+          return Lost(inode, stripe, record, std::to_string(answered) + " of " + std::to_string(width) +
                                          " positions answered and none holds a chunk");
         }
         Zeros(view, out);

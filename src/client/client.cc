@@ -27,7 +27,47 @@ Status CheckName(std::string_view name) {
 }
 }  // namespace
 
-Client::Impl::Impl(const ClientOptions& options) : options_(options) {}
+Client::Impl::Impl(const ClientOptions& options) : options_(options) {
+  registry_->replaced_view_keep = options.replaced_view_keep;
+}
+
+// --- ReplacedViews --------------------------------------------------------------------------
+
+void ReplacedViews::Note(InodeId inode, FileView view, std::chrono::milliseconds keep) {
+  if (view.size == 0 || keep.count() <= 0) return;
+  view.replaced = true;
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(mu_);
+  // Expired notes go first (an entry noted again since stays: its time is newer).
+  while (!order_.empty() && now - order_.front().second >= keep) {
+    auto it = by_inode_.find(order_.front().first);
+    if (it != by_inode_.end() && it->second.at == order_.front().second) by_inode_.erase(it);
+    order_.pop_front();
+  }
+  auto [it, fresh] = by_inode_.try_emplace(inode.value(), Entry{view, now});
+  if (!fresh) {
+    // A longer view noted within `keep` may still be the kernel's: keep it (its time too).
+    if (now - it->second.at < keep && it->second.view.size > view.size) return;
+    it->second = Entry{std::move(view), now};
+  }
+  order_.emplace_back(inode.value(), now);
+}
+
+std::optional<FileView> ReplacedViews::Longer(InodeId inode, uint64_t size,
+                                              std::chrono::milliseconds keep) const {
+  std::lock_guard lock(mu_);
+  auto it = by_inode_.find(inode.value());
+  if (it == by_inode_.end() || it->second.view.size <= size ||
+      Clock::now() - it->second.at >= keep) {
+    return std::nullopt;
+  }
+  return it->second.view;
+}
+
+size_t ReplacedViews::size() const {
+  std::lock_guard lock(mu_);
+  return by_inode_.size();
+}
 
 Client::Impl::~Impl() {
   {
@@ -344,9 +384,9 @@ namespace {
 constexpr int kStaleReadTries = 4;
 }  // namespace
 
-bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s, bool* lost) {
+bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const FileView& before,
+                                         const Status& s, bool* lost) {
   if (s.code() != Code::kStale || f.writable) return false;
-  const FileView before = f.View();
   Result<Attributes> attr = meta_->GetAttr(f.inode);
   if (!attr.ok()) return false;
   if (attr->data_version == before.version && attr->size_bytes == before.size &&
@@ -364,10 +404,13 @@ bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const Status& s, boo
 template <class Fn>
 auto Client::Impl::ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read()) {
   for (int attempt = 1;; ++attempt) {
+    // The view the read goes by (or an older one): a view refreshed by another thread during
+    // the read is a reason to read again, not a sign of lost chunks.
+    const FileView before = file.View();
     auto result = read();
     bool lost = false;
     if (result.ok() || attempt == kStaleReadTries ||
-        !RefreshViewAfterStale(file, result.status(), &lost)) {
+        !RefreshViewAfterStale(file, before, result.status(), &lost)) {
       // A stripe "rewritten after the view" when nothing was committed since: its committed
       // chunks are gone. Never ESTALE for that (the kernel would look the name up again, for
       // nothing): it is lost data, EIO.
@@ -382,19 +425,45 @@ Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std
 }
 
 Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_bytes,
-                                            uint64_t size_bytes) {
+                                            uint64_t size_bytes, bool page_cache) {
   return impl_->ReadWithFreshViews(
-      file, [&] { return impl_->ReadShared(file, offset_bytes, size_bytes); });
+      file, [&] { return impl_->ReadShared(file, offset_bytes, size_bytes, page_cache); });
 }
 
 Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offset_bytes,
-                                                  uint64_t size_bytes) {
+                                                  uint64_t size_bytes, bool page_cache) {
+  if (!file.writable) {
+    FileView fv = page_cache && options_.replaced_view_keep.count() > 0
+                      ? file.ViewForPageCache(offset_bytes + size_bytes, std::nullopt)
+                      : file.View();
+    if (fv.replaced) {
+      Result<ReadView> r = ReadSharedAt(file, fv, offset_bytes, size_bytes);
+      if (r.ok()) return r;
+      Logger("client")->debug("read under a replaced view failed, current view used ino={} "
+                              "version={} status={}",
+                              file.inode.value(), fv.version, r.status().ToString());
+      fv = file.View();
+    }
+    return ReadSharedAt(file, fv, offset_bytes, size_bytes);
+  }
+  // A writer's reads must see its buffers: Read.
+  auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
+  Result<size_t> n = Read(file, offset_bytes, std::span<std::byte>(*buffer), page_cache);
+  if (!n.ok()) return n.status();
   ReadView view;
-  Result<bool> cached = ReadFromCache(file, offset_bytes, size_bytes, &view);
+  view.pieces.assign(1, std::span<const std::byte>(buffer->data(), *n));
+  view.keep = std::move(buffer);
+  return view;
+}
+
+Result<Client::ReadView> Client::Impl::ReadSharedAt(OpenFile& file, const FileView& fv,
+                                                    uint64_t offset_bytes, uint64_t size_bytes) {
+  ReadView view;
+  Result<bool> cached = ReadFromCache(file, fv, offset_bytes, size_bytes, &view);
   if (!cached.ok()) return cached.status();
   if (*cached) return view;
-  auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
-  Result<size_t> n = Read(file, offset_bytes, std::span<std::byte>(*buffer));
+  auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // ReadAt fills what it returns
+  Result<size_t> n = ReadAt(file, fv, offset_bytes, std::span<std::byte>(*buffer));
   if (!n.ok()) return n.status();
   view.pieces.assign(1, std::span<const std::byte>(buffer->data(), *n));
   view.keep = std::move(buffer);

@@ -6,13 +6,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <future>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,19 +37,6 @@ struct StripeBuffer {
   bool Covers(uint64_t begin, uint64_t end) const;
 };
 
-// Open handles of this client, by inode, and the dirty-byte total. Shared by OpenFiles so a
-// handle may outlive the Client without dangling.
-struct Registry {
-  std::mutex mu;  // guards files and every OpenFile's pins
-  std::multimap<InodeId, OpenFile*> files;
-  std::condition_variable unpinned;  // an OpenFile's pins dropped to 0
-  std::atomic<uint64_t> dirty_bytes{0};
-};
-
-}  // namespace aquifer
-
-namespace aquifer {
-
 // What a handle reads under: size, version bound, and the stripe map that came with them (one
 // attribute reply), so a reader never mixes a newer map with an older bound.
 struct FileView {
@@ -55,13 +45,60 @@ struct FileView {
   uint64_t floor = 0;  // the file's truncate floor: part of stripe cache keys
   std::shared_ptr<const StripeMap> stripes;  // null: unknown
   std::shared_ptr<const VersionRanges> abandoned;  // null: none
+  // A view a shorter one replaced (OpenFile::ViewForPageCache): a read under it that finds no
+  // chunk falls back to the current view, so it neither logs nor reports a lost stripe.
+  bool replaced = false;
   // Points into `abandoned`: the record is used while this view lives.
   StripeRecord Record(uint64_t stripe) const {
     StripeRecord r = stripes ? stripes->Find(stripe) : StripeRecord{};
     r.abandoned = abandoned.get();
+    r.report_loss = !replaced;
     return r;
   }
 };
+
+// The kernel's page size: the unit of its page-cache reads (x86-64 and arm64 Linux defaults).
+inline constexpr uint64_t kKernelPageBytes = 4096;
+
+// Read views of this client that a shorter view replaced, or that a released handle held, by
+// inode, for OpenFile::ViewForPageCache: the kernel may still hold their size (for up to
+// attr_timeout) after the handle that had them moved on or went away, and a fresh handle has no
+// history of its own. Thread-safe; its mutex is a leaf (taken under any other lock).
+class ReplacedViews {
+ public:
+  // Remembers `view` (marked `replaced`) for `inode` as of now, unless a longer one noted less
+  // than `keep` ago is kept. Views of size 0 serve nothing and are not kept.
+  void Note(InodeId inode, FileView view, std::chrono::milliseconds keep);
+  // The view noted for `inode` less than `keep` ago, if it is longer than `size`.
+  std::optional<FileView> Longer(InodeId inode, uint64_t size,
+                                 std::chrono::milliseconds keep) const;
+  size_t size() const;  // entries held (expired ones go as new ones come)
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    FileView view;
+    Clock::time_point at;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> by_inode_;
+  std::deque<std::pair<uint64_t, Clock::time_point>> order_;  // notes, oldest first
+};
+
+// Open handles of this client, by inode, and the dirty-byte total. Shared by OpenFiles so a
+// handle may outlive the Client without dangling.
+struct Registry {
+  std::mutex mu;  // guards files and every OpenFile's pins
+  std::multimap<InodeId, OpenFile*> files;
+  std::condition_variable unpinned;  // an OpenFile's pins dropped to 0
+  std::atomic<uint64_t> dirty_bytes{0};
+  ReplacedViews replaced;
+  std::chrono::milliseconds replaced_view_keep{0};  // ClientOptions::replaced_view_keep
+};
+
+}  // namespace aquifer
+
+namespace aquifer {
 
 class OpenFile {
  public:
@@ -77,8 +114,9 @@ class OpenFile {
   // handle released concurrently (the kernel's asynchronous release) is not freed under them.
   int pins = 0;  // guarded by registry->mu
 
-  // Read view (size, version bound) of a read-only handle, refreshed by GetAttr.
-  mutable std::mutex view_mu;  // guards view_size, view_version, view_floor, view_stripes
+  // Read view of the handle: what a read-only handle reads under (refreshed by GetAttr), and a
+  // writer's last commit (or open).
+  mutable std::mutex view_mu;  // guards the view_* fields
   uint64_t view_size = 0;
   uint64_t view_version = 0;
   uint64_t view_floor = 0;
@@ -86,14 +124,21 @@ class OpenFile {
   std::shared_ptr<const VersionRanges> view_abandoned;  // null: none
   FileView View() const {
     std::lock_guard lock(view_mu);
+    return ViewLocked();
+  }
+  FileView ViewLocked() const {
     return FileView{view_size, view_version, view_floor, view_stripes, view_abandoned};
   }
-  // Takes `attr` (as the metadata server sent it) as the read view, except after a truncate that
-  // cut stripes and no commit since (same data_version, another floor): then the old view stays,
-  // and with it the old chunks it names (kept until the last close), so a reader gets the old
-  // bytes, not a short read in the middle of what the kernel still takes for the file.
+  // Takes `attr` (as the metadata server sent it) as the read view, except:
+  // - after a truncate that cut stripes and no commit since (same data_version, another floor):
+  //   the old view stays, and with it the old chunks it names (kept until the last close), so a
+  //   reader gets the old bytes, not a short read in the middle of what the kernel still takes
+  //   for the file;
+  // - an older reply than the view (a lower data_version: two GetAttr replies crossing): views
+  //   only move forward.
   void RefreshView(const Attributes& attr) {
     std::lock_guard lock(view_mu);
+    if (attr.data_version < view_version) return;
     if (attr.data_version == view_version && attr.truncate_floor != view_floor) return;
     SetViewLocked(attr);
   }
@@ -103,6 +148,9 @@ class OpenFile {
     SetViewLocked(attr);
   }
   void SetViewLocked(const Attributes& attr) {
+    if (attr.size_bytes < view_size && registry) {
+      registry->replaced.Note(inode, ViewLocked(), registry->replaced_view_keep);
+    }
     view_size = attr.size_bytes;
     view_version = attr.data_version;
     view_floor = attr.truncate_floor;
@@ -112,6 +160,38 @@ class OpenFile {
   static std::shared_ptr<const VersionRanges> AbandonedOf(const Attributes& attr) {
     if (attr.abandoned_versions.empty()) return nullptr;
     return std::make_shared<const VersionRanges>(attr.abandoned_versions);
+  }
+
+  // Page-cache reads past the end of a shortened view.
+  //
+  // The kernel keeps one size per inode, told by our attribute replies (or by its own writes and
+  // truncates on the writer's mount), for up to attr_timeout. A read it sends is within that
+  // size. When our view shrinks first (another host's truncate seen by a GetAttr; this writer's
+  // O_TRUNC between the metadata server's truncate and the kernel's own at the end of the open;
+  // a fresh handle opened while an attribute reply of the old size was still on its way to the
+  // kernel), the kernel may still ask for bytes past the new end. Answered short, those bytes
+  // are zero-filled by the kernel (fs/fuse/file.c, fuse_short_read: the pages are marked up to
+  // date) and, when another attribute reply for the inode crossed the read, kept as file data
+  // under the old size: zeros nobody wrote. Such a read is answered from the longer view
+  // instead (Registry::replaced): the file as it was before the truncate, a valid answer for a
+  // read that raced it. The kernel copies out only up to the size it holds.
+  //
+  // Returns the view a page-cache read of [.., end) goes by: the replaced view (marked
+  // `replaced`) when `end` is past the kernel page holding `current_size` (the kernel must hold
+  // a larger size than that: page-cache reads never pass the page of its end) and a longer view
+  // was replaced less than registry->replaced_view_keep ago; else the handle's view. Reads that
+  // bypass the page cache (O_DIRECT) never use it: their bytes go to the caller as answered.
+  // `current_size`: the local size of a writer (f.mu held); read-only handles use their view's.
+  FileView ViewForPageCache(uint64_t end, std::optional<uint64_t> current_size) const {
+    FileView v = View();
+    const uint64_t size = current_size.value_or(v.size);
+    const uint64_t page_end = (size + kKernelPageBytes - 1) / kKernelPageBytes * kKernelPageBytes;
+    if (end > page_end && registry) {
+      std::optional<FileView> longer =
+          registry->replaced.Longer(inode, size, registry->replaced_view_keep);
+      if (longer) return *longer;
+    }
+    return v;
   }
 
   std::mutex mu;  // guards everything below; held across chunk I/O of writes
@@ -204,11 +284,17 @@ class Client::Impl {
 
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
-  Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out);
-  // Sets *view to the cached stripe's bytes for [offset, offset + size) of a read-only handle
-  // when that range is inside one stripe that is cached (or, for a sequential stream, fetched
-  // into the cache now); returns false (and leaves *view) otherwise.
-  Result<bool> ReadFromCache(OpenFile& f, uint64_t offset, uint64_t size, Client::ReadView* view);
+  // `page_cache`: the read fills the kernel's page cache (OpenFile::ViewForPageCache).
+  Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out,
+                      bool page_cache = false);
+  // Reads under `fv` by the read-only rules (a read-only handle's view, or a replaced one).
+  Result<size_t> ReadAt(OpenFile& f, const FileView& fv, uint64_t offset,
+                        std::span<std::byte> out);
+  // Sets *view to the cached stripe's bytes for [offset, offset + size) under `fv` when that
+  // range is inside one stripe that is cached (or, for a sequential stream, fetched into the
+  // cache now); returns false (and leaves *view) otherwise. Read-only rules, as ReadAt.
+  Result<bool> ReadFromCache(OpenFile& f, const FileView& fv, uint64_t offset, uint64_t size,
+                             Client::ReadView* view);
   Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data,
                        bool append = false);
   Status Commit(OpenFile& f, bool sync);  // f.mu held
@@ -222,12 +308,16 @@ class Client::Impl {
   // and returns true (read again); false otherwise or when the metadata server cannot answer.
   // Sets *lost when the fresh view is the one the read used (nothing committed since): the
   // chunks its bound names are gone, which is data loss, not a stale view.
-  bool RefreshViewAfterStale(const OpenFile& f, const Status& s, bool* lost);
+  bool RefreshViewAfterStale(const OpenFile& f, const FileView& before, const Status& s,
+                             bool* lost);
   // Runs `read` (returning a Result) and, while it fails with kStale, refreshes the view of
   // `file` and runs it again: at most kStaleReadTries runs. Returns the last result.
   template <class Fn>
   auto ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read());
-  Result<Client::ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes);
+  Result<Client::ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes,
+                                      bool page_cache);
+  Result<Client::ReadView> ReadSharedAt(OpenFile& file, const FileView& fv, uint64_t offset_bytes,
+                                        uint64_t size_bytes);
 
  private:
   uint64_t StoredLen(const OpenFile& f, uint64_t stripe) const;

@@ -25,6 +25,14 @@ Timestamp Now() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return Timestamp{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
 }
+
+// A read under a replaced view (OpenFile::ViewForPageCache) failed: its version was pruned or
+// its stripes collected since. The caller reads under the current view instead.
+void LogReplacedViewFallback(const OpenFile& f, const FileView& fv, const Status& s) {
+  Logger("client")->debug("read under a replaced view failed, current view used ino={} "
+                          "version={} size={} status={}",
+                          f.inode.value(), fv.version, fv.size, s.ToString());
+}
 }  // namespace
 
 // --- StripeBuffer -----------------------------------------------------------------------------
@@ -101,6 +109,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->flags = flags;
   file->writable = (flags & O_ACCMODE) != O_RDONLY;
   file->layout = reply.attr.layout;
+  file->registry = registry_;
   file->SetView(reply.attr);
   file->committed_stripes = reply.attr.stripes;
   file->committed_abandoned = file->view_abandoned;
@@ -111,7 +120,6 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->local_size.store(file->size);
   file->stored_size = reply.attr.size_bytes;
   file->mtime = reply.attr.mtime;
-  file->registry = registry_;
   const bool regular = (reply.attr.mode & S_IFMT) == S_IFREG;
   if (regular) {
     Status valid = client::ValidateLayout(file->layout);
@@ -122,6 +130,17 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   }
   {
     std::lock_guard lock(registry_->mu);
+    if (file->writable) {
+      // A mount serves every descriptor of a file with one handle, the writer's once there is
+      // one: this handle will answer the readers of a read-only handle opened before it, whose
+      // kernel may still hold the size that handle's view had (the open truncated: O_TRUNC).
+      auto [begin, end] = registry_->files.equal_range(file->inode);
+      for (auto it = begin; it != end; ++it) {
+        if (!it->second->writable) {
+          registry_->replaced.Note(file->inode, it->second->View(), options_.replaced_view_keep);
+        }
+      }
+    }
     registry_->files.emplace(file->inode, file.get());
   }
   if (file->writable && regular && (flags & O_TRUNC)) {
@@ -145,6 +164,8 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
   }
   const InodeId inode = f->inode;
   const bool was_write = f->writable;
+  // The kernel may hold this handle's size a while longer; the next handle may start shorter.
+  registry_->replaced.Note(inode, f->View(), options_.replaced_view_keep);
   f.reset();  // after the commit, before the release: no one uses this handle's state any more
   QueueRelease(inode, was_write);
   return result;
@@ -509,12 +530,11 @@ void Client::Impl::ReadAhead(const OpenFile& f, const FileView& view, uint64_t s
   }
 }
 
-Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t size,
-                                         Client::ReadView* view) {
-  if (f.writable || size == 0) return false;  // a writer's reads must see its buffers: Read
+Result<bool> Client::Impl::ReadFromCache(OpenFile& f, const FileView& fv, uint64_t offset,
+                                         uint64_t size, Client::ReadView* view) {
+  if (size == 0) return false;
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
-  const FileView fv = f.View();
   const uint64_t file_size = fv.size;
   if (offset >= file_size) return false;
   const uint64_t n = std::min<uint64_t>(size, file_size - offset);
@@ -555,13 +575,27 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, uint64_t offset, uint64_t 
   return true;
 }
 
-Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::byte> out) {
+Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::byte> out,
+                                  bool page_cache) {
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
+  const bool keep = page_cache && options_.replaced_view_keep.count() > 0;
   if (f.writable) {
     // The writer sees its own buffered and in-flight data: serialize with its writes.
-    std::lock_guard lock(f.mu);
+    std::unique_lock lock(f.mu);
     AQ_RETURN_IF_ERROR(DrainInflight(f));
+    if (keep) {
+      // Past the end this writer's truncate set, in a window where the kernel may not know it.
+      const FileView fv = f.ViewForPageCache(offset + out.size(), f.size);
+      if (fv.replaced) {
+        lock.unlock();
+        Result<size_t> n = ReadAt(f, fv, offset, out);
+        if (n.ok()) return n;
+        LogReplacedViewFallback(f, fv, n.status());
+        lock.lock();
+        AQ_RETURN_IF_ERROR(DrainInflight(f));
+      }
+    }
     if (offset >= f.size) return size_t{0};
     const uint64_t n = std::min<uint64_t>(out.size(), f.size - offset);
     uint64_t done = 0;
@@ -587,8 +621,20 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     }
     return static_cast<size_t>(n);
   }
+  FileView fv = keep ? f.ViewForPageCache(offset + out.size(), std::nullopt) : f.View();
+  if (fv.replaced) {
+    Result<size_t> n = ReadAt(f, fv, offset, out);
+    if (n.ok()) return n;
+    LogReplacedViewFallback(f, fv, n.status());
+    fv = f.View();
+  }
+  return ReadAt(f, fv, offset, out);
+}
 
-  const FileView fv = f.View();
+Result<size_t> Client::Impl::ReadAt(OpenFile& f, const FileView& fv, uint64_t offset,
+                                    std::span<std::byte> out) {
+  const Layout& layout = f.layout;
+  const uint64_t sb = layout.stripe_bytes();
   const uint64_t size = fv.size, version = fv.version;
   if (offset >= size) return size_t{0};
   const uint64_t n = std::min<uint64_t>(out.size(), size - offset);

@@ -497,8 +497,10 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 // The reply is written to the kernel straight from the library's view (a cached stripe during
 // sequential reads), without a copy into a buffer of our own first.
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  // An O_DIRECT read's bytes go to the caller as answered; other reads fill the page cache.
+  const bool page_cache = (fi->flags & O_DIRECT) == 0;
   Result<Client::ReadView> view =
-      ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size);
+      ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size, page_cache);
   if (!view.ok()) return ReplyError(req, view.status(), "read");
   if (view->pieces.empty()) {  // at or past the end of the file
     fuse_reply_buf(req, nullptr, 0);

@@ -160,6 +160,8 @@ int Run(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(opts.lease_wait_s * 1000));
   client_options.attr_cache_ttl =
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
+  client_options.replaced_view_keep =
+      std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000) + 1000);
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
   client_options.client_name = !opts.client_name.empty()

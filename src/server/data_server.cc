@@ -76,7 +76,9 @@ Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& op
   auto store = ChunkStore::Open({.dir = options.dir,
                                  .capacity_bytes = options.capacity_bytes,
                                  .full_ratio = options.full_percent / 100.0,
-                                 .block_bytes = options.block_bytes});
+                                 .block_bytes = options.block_bytes,
+                                 .superseded_grace = std::chrono::milliseconds(
+                                     options.superseded_grace_ms)});
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
   AQ_RETURN_IF_ERROR(LoadOrCreateUuid(options.dir, &s->uuid_));
@@ -213,6 +215,9 @@ void DataServer::MembershipLoop() {
       last_ok = std::chrono::steady_clock::now();
     }
     if (!WaitFor(interval)) return;
+    if (Result<uint64_t> swept = store_->SweepSuperseded(); !swept.ok()) {
+      log->warn("sweep superseded chunk versions: {}", swept.status().ToString());
+    }
     const ChunkStoreStats now = store_->Stats();
     Result<HeartbeatReply> hb =
         link_->Heartbeat({id, now.capacity_bytes, now.used_bytes, now.chunk_count, gc_done,

@@ -22,6 +22,9 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   options.Add("--full-percent", &o.full_percent,
               "percent of the capacity above which client chunk writes are refused (ENOSPC); "
               "the rest is kept for repair and backfill (1..100)");
+  options.Add("--superseded-grace-ms", &o.superseded_grace_ms,
+              "ms a chunk version superseded by a newer committed one stays readable before it "
+              "is deleted, for readers whose view still names it (0..600000)");
   options.Add("--port-file", &o.port_file, "write the bound HOST:PORT here once serving");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
@@ -58,6 +61,9 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.meta.empty()) return InvalidArgument("--meta HOST:PORT is required");
   if (o.listen.find(':') == std::string::npos) return InvalidArgument("--listen needs HOST:PORT");
   if (o.io_depth < 1 || o.io_depth > 4096) return InvalidArgument("io-depth must be in 1..4096");
+  if (o.superseded_grace_ms > 600000) {
+    return InvalidArgument("superseded-grace-ms must be in 0..600000");
+  }
   if (o.full_percent < 1 || o.full_percent > 100) {
     return InvalidArgument("full-percent must be in 1..100");
   }

@@ -15,6 +15,7 @@ struct DataServerOptions {
   std::string failure_domain;          // label for placement; "" = this host's name
   uint64_t capacity_bytes = 0;         // bytes the store may use; 0 = the file system's size
   uint32_t full_percent = 95;          // client writes stop above this % of capacity, 1..100
+  uint32_t superseded_grace_ms = 3000; // ms a pruned chunk version stays readable, 0..600000
   std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   std::string log_level = "info";      // trace, debug, info, warn, error, off

@@ -116,11 +116,15 @@ def classify(data):
             garbage = not zeros
             where = f"stripe {off // STRIPE}: " + describe(data, off, off + len(piece))
         if len(examples) < 5:
-            examples.append(f"read {n['reads']} len {len(data)}: {where}")
+            examples.append(f"read {n['reads']} at {time.strftime('%H:%M:%S', time.localtime(t_read))}"
+                            f".{int(t_read * 1000) % 1000:03d} len {len(data)}: {where}")
     cross = len(set(per_stripe)) > 1
     return zeros, intra, cross, garbage
 
+t_read = 0.0
 def read_once():
+    global t_read
+    t_read = time.time()
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
     try:
         got = os.preadv(fd, [buf], 0)

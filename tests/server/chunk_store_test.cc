@@ -137,6 +137,43 @@ TEST_F(ChunkStoreTest, PrunesVersionsOlderThanNewestCommitted) {
   EXPECT_EQ(store_->Stats().version_count, 2u);
 }
 
+// With a grace, a pruned version stays readable (a reader whose view names it reads it) until
+// its grace is over; a sweep before then deletes nothing, one after deletes it, and a reader
+// bounded by it then gets kStale (superseded), not a hole.
+TEST_F(ChunkStoreTest, PrunedVersionsStayReadableForTheGraceThenTheSweepDeletesThem) {
+  store_.reset();
+  auto opened = ChunkStore::Open({.dir = dir_, .superseded_grace = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(*opened);
+  ASSERT_TRUE(store_->Write(kA, 1, 0, "one", false).ok());
+  ASSERT_TRUE(store_->Write(kA, 2, 1, "two", false).ok());
+  ASSERT_TRUE(store_->Write(kA, 3, 2, "three", false).ok());  // supersedes 1
+  EXPECT_EQ(ReadAll(kA, 1), "one");
+  EXPECT_EQ(store_->Versions(kA).size(), 3u);
+  Result<uint64_t> swept = store_->SweepSuperseded();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(*swept, 0u) << "deleted inside the grace";
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  swept = store_->SweepSuperseded();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(*swept, 1u);
+  std::vector<uint64_t> got;
+  for (auto v : store_->Versions(kA)) got.push_back(v.version);
+  EXPECT_EQ(got, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(FilesInStore().size(), 2u);
+  EXPECT_EQ(store_->Stats().version_count, 2u);
+  std::string out;
+  EXPECT_EQ(store_->Read(kA, 1, 0, 0, &out).status().code(), Code::kStale);
+  // A later write deletes what a sweep has not yet: 2 is superseded now, gone after its grace.
+  ASSERT_TRUE(store_->Write(kA, 4, 3, "four", false).ok());
+  EXPECT_EQ(ReadAll(kA, 2), "two");
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  ASSERT_TRUE(store_->Write(kA, 5, 4, "five", false).ok());
+  got.clear();
+  for (auto v : store_->Versions(kA)) got.push_back(v.version);
+  EXPECT_EQ(got, (std::vector<uint64_t>{3, 4, 5}));
+}
+
 TEST_F(ChunkStoreTest, RewritingAVersionReplacesIt) {
   ASSERT_TRUE(store_->Write(kA, 4, 0, "first-and-long", true).ok());
   ASSERT_TRUE(store_->Write(kA, 4, 0, "second", true).ok());
@@ -243,6 +280,25 @@ TEST_F(ChunkStoreTest, DeleteRangeHonoursFromStripeAndMaxVersion) {
   EXPECT_EQ(store_->Stats().chunk_count, 1u);
   Reopen();
   EXPECT_EQ(store_->Stats().chunk_count, 1u);
+}
+
+// fsck after a restore deletes the versions written after the backup, between a file's committed
+// version and the restore floor, and nothing on either side of them.
+TEST_F(ChunkStoreTest, DeleteRangeWithAMinVersionKeepsTheVersionsBelowAndAbove) {
+  const ChunkId id{InodeId(9), 0, 1};
+  for (uint64_t v : {2, 5, 6, 9}) {
+    ASSERT_TRUE(store_->Write(id, v, 0, "v" + std::to_string(v), false).ok());
+  }
+  ASSERT_TRUE(store_->Write({InodeId(9), 1, 0}, 2, 0, "other stripe", false).ok());
+  auto deleted = store_->DeleteRange(InodeId(9), 0, 8, true, /*min_version=*/3);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 2u);  // 5 and 6
+  std::vector<uint64_t> left;
+  for (const ChunkVersion& v : store_->Versions(id)) left.push_back(v.version);
+  EXPECT_EQ(left, (std::vector<uint64_t>{2, 9}));
+  EXPECT_EQ(store_->Versions({InodeId(9), 1, 0}).size(), 1u);
+  Reopen();
+  EXPECT_EQ(store_->Versions(id).size(), 2u);
 }
 
 // Deletes made without their own fsync (a heartbeat's GC tasks) are applied at once and made

@@ -29,7 +29,8 @@ TEST(DataServerOptionsTest, ConfigFileFillsEveryOptionAndFlagsWin) {
                          "port-file = \"/run/p\"\nlog-level = \"debug\"\nio-depth = 64\n"
                          "heartbeat-interval-ms = 11\nregister-retry-ms = 12\n"
                          "meta-rpc-timeout-ms = 13\nblock-bytes = 8192\nscrub-rate-mib = 14\n"
-                         "scrub-interval-s = 15\nbackfill-delay-ms = 16\n";
+                         "scrub-interval-s = 15\nbackfill-delay-ms = 16\n"
+                         "superseded-grace-ms = 17\n";
   std::string help;
   auto o = Parse({"--config", path, "--io-depth", "8", "--dir", "/srv/b"}, &help);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -49,6 +50,7 @@ TEST(DataServerOptionsTest, ConfigFileFillsEveryOptionAndFlagsWin) {
   EXPECT_EQ(o->scrub_rate_mib, 14u);
   EXPECT_EQ(o->scrub_interval_s, 15u);
   EXPECT_EQ(o->backfill_delay_ms, 16u);
+  EXPECT_EQ(o->superseded_grace_ms, 17u);
 }
 
 TEST(DataServerOptionsTest, BadConfigFilesAndFlagsAreInvalidArguments) {
@@ -67,6 +69,7 @@ TEST(DataServerOptionsTest, BadConfigFilesAndFlagsAreInvalidArguments) {
       {{"--config", wrong}, ": bad value for io-depth"},
       {{"--config", scratch.path() + "/missing.toml"}, "config " + scratch.path()},
       {{"--no-such-flag"}, "bad command line: "},
+      {{"--superseded-grace-ms", "600001"}, "superseded-grace-ms must be in 0..600000"},
   };
   for (const auto& row : rows) {
     std::vector<std::string> args = {"--dir", "/srv/a", "--meta", "m:1"};

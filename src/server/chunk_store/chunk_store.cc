@@ -45,6 +45,11 @@ size_t PreambleBytes(bool has_placement) {
 uint64_t HeaderBytes(uint64_t length, uint32_t block_bytes, const ChunkPlacement& p) {
   return PreambleBytes(p.known()) + 4 * BlockCount(length, block_bytes);
 }
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 uint64_t FileBytes(const ChunkVersion& v, uint32_t block_bytes) {
   return HeaderBytes(v.length_bytes, block_bytes, v.placement) + v.length_bytes;
 }
@@ -645,17 +650,34 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
         ++version_count_;
       }
       used_bytes_ += file_bytes;
-      // Prune: keep the newest version <= committed_version and every newer one.
+      // Prune: keep the newest version <= committed_version and every newer one; the older
+      // ones are superseded, and go once superseded for options_.superseded_grace.
       auto keep_from = std::upper_bound(
           versions.begin(), versions.end(), committed_version,
           [](uint64_t c, const ChunkVersion& v) { return c < v.version; });
       if (keep_from != versions.begin()) --keep_from;
+      const int64_t grace = options_.superseded_grace.count();
+      const int64_t now_ms = grace > 0 ? SteadyMs() : 0;
+      bool marked = false;
+      auto out = versions.begin();
       for (auto v = versions.begin(); v != keep_from; ++v) {
+        if (grace > 0 && (v->superseded_until_ms == 0 || v->superseded_until_ms > now_ms)) {
+          if (v->superseded_until_ms == 0) {
+            v->superseded_until_ms = now_ms + grace;
+            marked = true;
+          }
+          *out++ = *v;  // still readable
+          continue;
+        }
         doomed.push_back(*v);
         used_bytes_ -= FileBytes(*v, options_.block_bytes);
         --version_count_;
       }
-      versions.erase(versions.begin(), keep_from);
+      versions.erase(out, keep_from);
+      if (marked) {
+        std::lock_guard<std::mutex> sweep_lock(superseded_mu_);
+        superseded_.emplace_back(now_ms + grace, id);
+      }
       ReindexPgLocked(id, pgs_before);
     }
     for (const ChunkVersion& v : doomed) {
@@ -665,6 +687,11 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
         Logger("data")->warn("remove chunk file={} failed: {}", path, std::strerror(errno));
       }
     }
+  }
+  if (options_.superseded_grace.count() > 0) {
+    // Outside every chunk lock (the sweep takes others'): a few chunks whose grace ended.
+    Result<uint64_t> swept = SweepSuperseded(/*max_chunks=*/8);
+    if (!swept.ok()) Logger("data")->warn("sweep superseded: {}", swept.status().ToString());
   }
   if (sync) return SyncDirs({fanout});
   return OkStatus();
@@ -788,21 +815,42 @@ void ChunkStore::CountCorruption(const ChunkReader& r, const std::string& what) 
   if (corruption_listener_) corruption_listener_(r.id_, r.version_);
 }
 
+Result<uint64_t> ChunkStore::SweepSuperseded(size_t max_chunks) {
+  const int64_t now_ms = SteadyMs();
+  std::vector<ChunkId> ids;
+  {
+    std::lock_guard<std::mutex> lock(superseded_mu_);
+    while (!superseded_.empty() && superseded_.front().first <= now_ms && ids.size() < max_chunks) {
+      ids.push_back(superseded_.front().second);
+      superseded_.pop_front();
+    }
+  }
+  if (ids.empty()) return uint64_t{0};
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A version marked again later (a newer deadline) is still in the queue for that one.
+  return DeleteVersions(
+      ids,
+      [now_ms](const ChunkVersion& v) {
+        return v.superseded_until_ms != 0 && v.superseded_until_ms <= now_ms;
+      },
+      /*sync=*/false);
+}
+
 Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
-                                         uint64_t max_version, bool sync) {
+                                         uint64_t max_version, bool sync, uint64_t min_version) {
+  const auto doomed = [min_version, max_version](const ChunkVersion& v) {
+    return min_version <= v.version && v.version <= max_version;
+  };
   std::vector<ChunkId> ids;
   {
     std::shared_lock<std::shared_mutex> lock(index_mu_);
     for (auto it = index_.lower_bound(ChunkId{inode, from_stripe, 0});
          it != index_.end() && it->first.inode == inode; ++it) {
-      if (!it->second.empty() && it->second.front().version <= max_version) {
-        ids.push_back(it->first);
-      }
+      if (std::any_of(it->second.begin(), it->second.end(), doomed)) ids.push_back(it->first);
     }
   }
-  // Versions are oldest first, so these are a prefix of each chunk's list.
-  return DeleteVersions(
-      ids, [max_version](const ChunkVersion& v) { return v.version <= max_version; }, sync);
+  return DeleteVersions(ids, doomed, sync);
 }
 
 Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_index,

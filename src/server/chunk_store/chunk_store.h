@@ -23,8 +23,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +55,12 @@ struct ChunkStoreOptions {
   double full_ratio = 0.95;
   uint32_t block_bytes = 64 * kKiB; // CRC block size, bytes (4 KiB..16 MiB, power of 2); fixed
                                     // when the store is created (kept in DIR/FORMAT)
+  // How long a version that a newer committed one supersedes (Write's prune) stays readable
+  // before it is deleted: a reader whose view still names it (a mount's view is at most about
+  // attr_timeout old, plus the read itself) reads those bytes instead of failing over to a newer
+  // view, which may be shorter than the size its kernel holds (docs/design.md "Reads that race
+  // a truncate"). 0: deleted at once. Not kept across a restart (the next write prunes again).
+  std::chrono::milliseconds superseded_grace{0};
 };
 
 // Where a chunk belongs (docs/repair.md): its placement group and the stripe's shape, so a data
@@ -76,6 +84,8 @@ struct ChunkVersion {
   uint64_t version = 0;
   uint64_t length_bytes = 0;
   ChunkPlacement placement;  // unknown for chunks written without one (format 1 files)
+  // Steady-clock ms after which a pruned (superseded) version is deleted; 0: not superseded.
+  int64_t superseded_until_ms = 0;
 };
 
 // One ListChunks row.
@@ -155,7 +165,8 @@ class ChunkStore {
   // version atomically if it exists. With `sync`, the data and the rename are durable (fdatasync
   // of the file, fsync of its directory, batched with concurrent writers) before this returns.
   // Then prunes per docs/design.md: keeps the newest version <= committed_version and all newer
-  // ones, deletes older ones (committed_version 0 prunes nothing).
+  // ones, deletes older ones (committed_version 0 prunes nothing) once they have been superseded
+  // for options.superseded_grace (SweepSuperseded, or a later Write, deletes them).
   // With `if_absent` (repair and rebalance writes), the version is stored only if it is not
   // there yet, checked atomically with the rename, so a rebuilt copy never replaces what a
   // client wrote meanwhile.
@@ -182,11 +193,11 @@ class ChunkStore {
   // its header. Errors: kNotFound; kStale (as Read); kCorruption for a bad header; kInternal.
   Result<ChunkReader> OpenReader(const ChunkId& id, uint64_t max_version);
 
-  // Deletes every version <= max_version of every chunk of `inode` with stripe >= from_stripe.
-  // With `sync`, the removals are durable (directory fsync) before this returns.
-  // Returns how many versions were deleted. Errors: kInternal.
+  // Deletes every version in [min_version, max_version] of every chunk of `inode` with
+  // stripe >= from_stripe. With `sync`, the removals are durable (directory fsync) before this
+  // returns. Returns how many versions were deleted. Errors: kInternal.
   Result<uint64_t> DeleteRange(InodeId inode, uint64_t from_stripe, uint64_t max_version,
-                               bool sync);
+                               bool sync, uint64_t min_version = 0);
 
   // Deletes every version, of any inode, whose placement is PG (pg_width, pg_index) and whose
   // key's position is `position` (the GC of a PG position that moved away). With `sync`, the
@@ -220,6 +231,10 @@ class ChunkStore {
   }
 
   ChunkStoreStats Stats() const;
+  // Deletes the versions whose superseded_grace has passed (at most `max_chunks` chunks' worth
+  // per call). The data server calls it every heartbeat; Write calls it too. Returns how many
+  // versions were deleted. Thread-safe. Errors: as DeleteRange.
+  Result<uint64_t> SweepSuperseded(size_t max_chunks = 4096);
   const std::string& dir() const { return options_.dir; }
   // Path of one chunk version's file (for tests and tools).
   std::string ChunkPath(const ChunkId& id, uint64_t version, uint64_t length_bytes,
@@ -283,6 +298,10 @@ class ChunkStore {
   uint64_t sync_completed_ = 0;
   bool sync_running_ = false;
   Status sync_last_status_;
+
+  // Chunks with versions marked superseded, by deadline (steady ms), oldest first.
+  std::mutex superseded_mu_;  // a leaf: taken under index_mu_
+  std::deque<std::pair<int64_t, ChunkId>> superseded_;
 
   std::function<void(const ChunkId&, uint64_t)> corruption_listener_;
   std::atomic<uint64_t> corruptions_{0};
