@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <set>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "cli/rpc/fsck_rpc.h"
 #include "cli/rpc/meta_admin.h"
 #include "cli/status_report.h"
+#include "metadata/backup.h"
 
 namespace aquifer::cli {
 
@@ -293,6 +295,61 @@ int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err)
     Status st = MarkDataServerRemoved(local->root, server_address, inv.grace, out);
     if (!st.ok() && st.code() != Code::kNotFound) return Fail(err, st);
   }
+  return 0;
+}
+
+int RunMetaBackup(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  if (inv.backup_dest.empty() || inv.backup_dest[0] != '/') {
+    return Fail(err, InvalidArgument("DEST must be an absolute path: the metadata server writes "
+                                     "the backup on its own host (got '" +
+                                     inv.backup_dest + "')"));
+  }
+  Result<std::string> address = MetaAddressFor(inv, nullptr);
+  if (!address.ok()) return Fail(err, address.status());
+  Result<MetaBackupView> r = BackupMeta(
+      *address, inv.backup_dest,
+      std::chrono::milliseconds(static_cast<int64_t>(inv.wait_timeout_s * 1000.0)));
+  if (!r.ok()) return Fail(err, r.status());
+  out << "aquifer: backup written to " << r->dir << " on the metadata server's host ("
+      << *address << "): " << r->files << " files, " << HumanBytes(r->bytes) << ", "
+      << r->inodes << " inodes, " << r->took_ms << " ms\n";
+  if (r->same_file_system) {
+    err << "aquifer: warning: the backup is on the same file system as the metadata server's "
+           "RocksDB directory: it shares its files (hard links) and does not survive the loss "
+           "of that disk. Copy it to another disk or host.\n";
+  }
+  return 0;
+}
+
+int RunMetaRestore(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  meta::RestoreOptions o;
+  o.from = inv.restore_from;
+  o.meta_dir = inv.meta_dir;
+  o.force = inv.force;
+  o.ino_margin = inv.ino_margin;
+  Result<meta::RestoreResult> r = meta::RestoreBackup(o);
+  if (!r.ok()) return Fail(err, r.status());
+  const std::time_t taken = static_cast<std::time_t>(r->manifest.created_unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&taken, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  out << "aquifer: restored " << inv.restore_from << " (taken " << when << " on "
+      << (r->manifest.source_host.empty() ? "?" : r->manifest.source_host) << " from "
+      << r->manifest.source_db << ") into " << inv.meta_dir << ": " << r->files
+      << " files, " << HumanBytes(r->bytes) << ", " << r->inodes << " inodes";
+  if (r->restores > 1) out << " (restore number " << r->restores << " of this namespace)";
+  out << "\n";
+  if (!r->moved_aside.empty()) {
+    out << "  the directory's old contents were moved to " << r->moved_aside
+        << " (delete it once the restored cluster is checked)\n";
+  }
+  out << "  new inode numbers start at " << r->ino_floor << " (" << r->ino_margin
+      << " skipped), write versions at " << r->version_floor
+      << ": nothing the lost server handed out after the backup is reused\n"
+      << "next: start aquifer-meta on " << inv.meta_dir
+      << ", then `aquifer fsck` lists the chunks written after the backup as orphans and "
+         "`aquifer fsck --repair` removes them\n";
   return 0;
 }
 
@@ -659,6 +716,30 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   fsck->add_flag("--verbose", inv.verbose, "list every finding, not the first 20 of each kind");
   add_target(fsck);
 
+  // meta backup / restore
+  CLI::App* meta = app.add_subcommand("meta", "the namespace: backup and restore");
+  meta->require_subcommand(1);
+  CLI::App* mbackup = meta->add_subcommand(
+      "backup", "write a consistent copy of the namespace into DEST, on the metadata server's "
+                "host, while clients keep working");
+  mbackup->add_option("DEST", inv.backup_dest,
+                      "a new (or empty) directory: an absolute path on the metadata server's host")
+      ->required();
+  mbackup->add_option("--timeout", inv.wait_timeout_s, "give up after S seconds (3600)");
+  add_target(mbackup);
+  CLI::App* mrestore = meta->add_subcommand(
+      "restore", "restore a backup into a metadata directory (aquifer-meta must be stopped)");
+  mrestore->add_option("--from", inv.restore_from, "the backup directory")->required();
+  mrestore->add_option("--meta-dir", inv.meta_dir,
+                       "the metadata server's RocksDB directory (its --db)")
+      ->required();
+  mrestore->add_flag("--force", inv.force,
+                     "restore into a non-empty directory: its contents are moved aside first");
+  mrestore->add_option("--ino-margin", inv.ino_margin,
+                       "inode numbers to skip past the backup's (default: 100,000 per second "
+                       "since the backup, at least 2^24)")
+      ->check(CLI::PositiveNumber);
+
   // status
   CLI::App* status = app.add_subcommand("status", "servers, placement groups, capacity, mount");
   CLI::Option* smeta = status->add_option("--meta", inv.meta_address,
@@ -759,6 +840,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.command = Command::kRebalanceWait;
   } else if (fsck->parsed()) {
     inv.command = Command::kFsck;
+  } else if (mbackup->parsed()) {
+    inv.command = Command::kMetaBackup;
+  } else if (mrestore->parsed()) {
+    inv.command = Command::kMetaRestore;
   } else if (lget->parsed()) {
     inv.command = Command::kLayoutGet;
   } else if (lset->parsed()) {
@@ -824,6 +909,10 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       return RunWait(inv, /*repair=*/false, out, err);
     case Command::kFsck:
       return RunFsckCommand(inv, out, err);
+    case Command::kMetaBackup:
+      return RunMetaBackup(inv, out, err);
+    case Command::kMetaRestore:
+      return RunMetaRestore(inv, out, err);
   }
   return 1;
 }

@@ -10,6 +10,8 @@
 //   aquifer server list|drain ID|remove ID [--force]  [--meta HOST:PORT | --root DIR]
 //   aquifer repair wait | rebalance wait [--timeout S] [--meta HOST:PORT | --root DIR]
 //   aquifer fsck [--repair] [--verbose] [--meta HOST:PORT | --root DIR]
+//   aquifer meta backup DEST [--timeout S] [--meta HOST:PORT | --root DIR]
+//   aquifer meta restore --from BACKUP --meta-dir DIR [--force] [--ino-margin N]
 //   aquifer layout get PATH
 //   aquifer layout set PATH k=4 m=2 unit=1048576
 //   aquifer --version
@@ -44,6 +46,8 @@ enum class Command {
   kRepairWait,
   kRebalanceWait,
   kFsck,
+  kMetaBackup,
+  kMetaRestore,
 };
 
 struct Invocation {
@@ -65,6 +69,10 @@ struct Invocation {
   double wait_interval_s = 5;       // repair/rebalance wait: seconds between plain lines
   bool fsck_repair = false;         // fsck --repair
   bool verbose = false;             // fsck --verbose
+  std::string backup_dest;          // meta backup DEST (on the metadata server's host)
+  std::string restore_from;         // meta restore --from
+  std::string meta_dir;             // meta restore --meta-dir (aquifer-meta's --db)
+  uint64_t ino_margin = 0;          // meta restore --ino-margin (0: by the backup's age)
 };
 
 // Parses `args` (without the program name). Errors: kInvalidArgument with CLI11's message

@@ -22,6 +22,12 @@ struct FileInfo {
   bool stripes_known = false;
   std::vector<StripeExtent> stripes;  // recorded as written (the file's stripe map)
   VersionRanges abandoned;            // a crashed writer's versions: leftovers, not data
+  // After a restore from a backup: the versions written after the backup, [first, last]
+  // (first > last: none). Orphans.
+  uint64_t restored_first = 1, restored_last = 0;
+  bool RestoredLeftover(uint64_t version) const {
+    return restored_first <= version && version <= restored_last;
+  }
   bool Abandoned(uint64_t version) const {
     for (const auto& [first, last] : abandoned) {
       if (first <= version && version <= last) return true;
@@ -141,6 +147,14 @@ class Checker {
   Checker(FsckRpc& rpc, const FsckOptions& o, std::ostream& out) : rpc_(rpc), o_(o), out_(out) {}
 
   Result<FsckReport> Run() {
+    Result<FsckRestoreFloors> floors = rpc_.RestoreFloors();
+    if (!floors.ok()) return floors.status();
+    floors_ = *floors;
+    if (floors_.version > 0) {
+      out_ << "note: the namespace was restored from a backup (first version after it "
+           << floors_.version << ", first inode " << floors_.ino
+           << "): chunks written after the backup are orphans\n";
+    }
     AQ_RETURN_IF_ERROR(Walk());
     out_ << "namespace: " << r_.directories << " directories, " << r_.files
          << " regular files\n";
@@ -216,6 +230,7 @@ class Checker {
               f.stripes_known = e.attr.stripes_known;
               f.stripes = e.attr.stripes;
               f.abandoned = e.attr.abandoned;
+              SetRestoredLeftovers(e.attr.ino.value(), f);
               f.path = child;
               ++r_.files;
             }
@@ -270,14 +285,46 @@ class Checker {
     h.first_stripe = std::min(h.first_stripe, stripe);
   }
 
+  // After a restore, a file from the backup (inode below the restore's inode floor) may hold
+  // chunk versions above its restored data_version and below the restore's version floor:
+  // written after the backup, or by a writer the backup caught mid-file, and never committed
+  // in this namespace. Once a writer opened the file after the restore, the metadata server
+  // keeps that range as an abandoned one (data_version has moved past it).
+  void SetRestoredLeftovers(uint64_t ino, FileInfo& f) const {
+    if (floors_.version == 0 || ino >= floors_.ino) return;
+    if (f.data_version + 1 < floors_.version) {
+      f.restored_first = f.data_version + 1;
+      f.restored_last = floors_.version - 1;
+      return;
+    }
+    for (const auto& [first, last] : f.abandoned) {
+      if (last == floors_.version - 1) {
+        f.restored_first = first;
+        f.restored_last = last;
+      }
+    }
+  }
+
   void CheckStripe(uint64_t ino, uint64_t stripe,
-                   const std::vector<std::pair<size_t, FsckChunk>>& group) {
+                   const std::vector<std::pair<size_t, FsckChunk>>& listed) {
     auto fit = files_.find(ino);
     if (fit == files_.end()) {
-      for (const auto& [server, c] : group) NoteOrphan(no_inode_, ino, stripe, server, c);
+      for (const auto& [server, c] : listed) NoteOrphan(no_inode_, ino, stripe, server, c);
       return;
     }
     FileInfo& f = fit->second;
+    std::vector<std::pair<size_t, FsckChunk>> kept;
+    const bool restored = f.restored_first <= f.restored_last;
+    if (restored) {
+      for (const auto& [server, c] : listed) {
+        if (f.RestoredLeftover(c.version)) {
+          NoteOrphan(restored_, ino, stripe, server, c);
+        } else {
+          kept.emplace_back(server, c);
+        }
+      }
+    }
+    const auto& group = restored ? kept : listed;
     CountUnlisted(ino, f, stripe);
     f.checked_to = std::max(f.checked_to, stripe + 1);
     // With a stripe map: a stripe it does not record is a hole whose chunks are a truncate's
@@ -455,6 +502,18 @@ class Checker {
                                            " committed chunk versions past the end, from stripe " +
                                            std::to_string(h.first_stripe));
     }
+    for (const auto& [ino, h] : restored_) {
+      ++r_.restored_leftover_files;
+      r_.orphan_chunks += h.chunks;
+      r_.orphan_bytes += h.bytes;
+      const FileInfo& f = files_.at(ino);
+      Print(orphan_printed_, "ORPHAN", f.path + " (inode " + std::to_string(ino) + "): " +
+                                           std::to_string(h.chunks) +
+                                           " chunk versions written after the backup the "
+                                           "namespace was restored from (versions " +
+                                           std::to_string(f.restored_first) + ".." +
+                                           std::to_string(f.restored_last) + ")");
+    }
     r_.orphans_left = r_.orphan_chunks;
   }
 
@@ -464,7 +523,7 @@ class Checker {
       bool ok = true;
       for (size_t server : h.servers) {
         Result<uint64_t> n = rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), 0,
-                                               UINT64_MAX);
+                                               UINT64_MAX, 0);
         if (!n.ok()) {
           ok = false;
           ++r_.errors;
@@ -491,7 +550,7 @@ class Checker {
       bool ok = true;
       for (size_t server : h.servers) {
         Result<uint64_t> n =
-            rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), from, max_version);
+            rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), from, max_version, 0);
         if (!n.ok()) {
           ok = false;
           ++r_.errors;
@@ -503,6 +562,43 @@ class Checker {
       }
       if (ok) r_.orphans_left -= std::min(r_.orphans_left, h.chunks);
     }
+    // Versions written after the restored backup: only that version range, never the file's
+    // committed versions below it, and only on servers that honour a range's lower bound.
+    for (const auto& [ino, h] : restored_) {
+      const FileInfo& f = files_.at(ino);
+      bool ok = true;
+      for (size_t server : h.servers) {
+        Result<bool> ranges = DeletesVersionRanges(server);
+        Status failed = ranges.ok() ? OkStatus() : ranges.status();
+        if (ranges.ok() && !*ranges) {
+          failed = Status(Code::kNotSupported,
+                          "it does not honour a lower version bound on deletes (an older "
+                          "aquifer-data): upgrade it, then run fsck --repair again");
+        }
+        if (failed.ok()) {
+          Result<uint64_t> n = rpc_.DeleteChunks(cursors_[server].address(), InodeId(ino), 0,
+                                                 f.restored_last, f.restored_first);
+          if (n.ok()) {
+            r_.orphans_deleted += *n;
+            continue;
+          }
+          failed = n.status();
+        }
+        ok = false;
+        ++r_.errors;
+        out_ << "ERROR  deleting inode " << ino << "'s chunk versions written after the backup on "
+             << server_names_[server] << ": " << failed.ToString() << "\n";
+      }
+      if (ok) r_.orphans_left -= std::min(r_.orphans_left, h.chunks);
+    }
+  }
+
+  Result<bool> DeletesVersionRanges(size_t server) {
+    auto it = version_ranges_.find(server);
+    if (it != version_ranges_.end()) return it->second;
+    Result<bool> r = rpc_.DeletesVersionRanges(cursors_[server].address());
+    if (r.ok()) version_ranges_[server] = *r;
+    return r;
   }
 
   void Summary() {
@@ -528,6 +624,10 @@ class Checker {
     out_ << "orphans: " << r_.orphan_chunks << " chunk versions (" << HumanBytes(r_.orphan_bytes)
          << "): " << r_.orphan_inodes << " inodes that do not exist, " << r_.past_eof_files
          << " files with chunks past their end";
+    if (floors_.version > 0) {
+      out_ << ", " << r_.restored_leftover_files
+           << " files with chunk versions written after the restored backup";
+    }
     if (o_.repair) out_ << "; deleted " << r_.orphans_deleted << " chunk versions";
     out_ << "\n";
     out_ << "warnings: " << r_.uncommitted_versions << " uncommitted chunk versions, "
@@ -553,6 +653,9 @@ class Checker {
   std::vector<std::string> server_names_;
   std::map<uint64_t, Held> no_inode_;
   std::map<uint64_t, Held> past_eof_;
+  std::map<uint64_t, Held> restored_;          // versions written after the restored backup
+  FsckRestoreFloors floors_;
+  std::map<size_t, bool> version_ranges_;      // server index -> honours min_version
   size_t missing_printed_ = 0, orphan_printed_ = 0, warn_printed_ = 0;
   std::set<uint64_t> lost_files_;
   std::map<uint64_t, std::vector<uint64_t>> lost_to_report_;  // ino -> lost stripes (<= 1024)

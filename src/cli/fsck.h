@@ -16,10 +16,15 @@
 //    the map does not record, are a truncate's leftovers awaiting GC: not checked. Files from
 //    before stripe maps (map unknown) keep the old rule: no chunk at all is a hole.
 //    Chunks of an inode that does not exist (confirmed with GetAttr: files created or unlinked
-//    during the walk are not orphans) and committed chunks past a file's end are ORPHANS.
+//    during the walk are not orphans) and committed chunks past a file's end are ORPHANS. After
+//    a restore from a backup (the metadata server reports restore floors), so are the chunk
+//    versions of a file from the backup written after it: above its restored data_version and
+//    below the restore's version floor (kept by the server as an abandoned range once a writer
+//    opened the file again).
 // 4. With `repair`, orphans are deleted (DeleteChunks on each server that holds them; past-end
 //    ones from the file's current end, up to its current data_version, so nothing written since
-//    the check is touched). Missing chunks are not rebuilt by fsck: a down server's positions
+//    the check is touched; versions written after a restored backup by that version range only,
+//    on servers whose Info says they honour its lower bound). Missing chunks are not rebuilt by fsck: a down server's positions
 //    are rebuilt by repair moves; fsck says so.
 //
 // Problems (exit 1): missing, lost, orphans not deleted, servers that could not be listed.
@@ -59,6 +64,9 @@ struct FsckReport {
   uint64_t orphan_chunks = 0;        // chunk versions of those, plus committed ones past EOF
   uint64_t orphan_bytes = 0;
   uint64_t past_eof_files = 0;
+  // After a restore from a backup: files from it with chunk versions written after the backup
+  // (above their restored data_version, below the restore's version floor). Orphans too.
+  uint64_t restored_leftover_files = 0;
   uint64_t orphans_deleted = 0;      // chunk versions deleted by --repair
   uint64_t orphans_left = 0;         // orphan chunk versions not deleted (no --repair, or failed)
   uint64_t errors = 0;               // RPC failures during the check or repair

@@ -114,6 +114,13 @@ Status MetadataService::Load() {
   AQ_RETURN_IF_ERROR(counter("version_reserved", &version_reserved_));
   AQ_RETURN_IF_ERROR(counter("boot", &boot));
   AQ_RETURN_IF_ERROR(counter("map_version", &map_version));
+  // Written by a restore from a backup (backup.h); all 0 otherwise.
+  uint64_t id_floor = 0, server_id_floor = 0, restores = 0;
+  AQ_RETURN_IF_ERROR(counter("restore_version_floor", &restore_version_floor_));
+  AQ_RETURN_IF_ERROR(counter("restore_ino_floor", &restore_ino_floor_));
+  AQ_RETURN_IF_ERROR(counter("id_floor", &id_floor));
+  AQ_RETURN_IF_ERROR(counter("server_id_floor", &server_id_floor));
+  AQ_RETURN_IF_ERROR(counter("restores", &restores));
   next_ino_ = std::max<uint64_t>(next_ino_, 2);
   next_gc_id_ = std::max<uint64_t>(next_gc_id_, 1);
   // Versions reserved before a restart may have been handed out: start past all of them.
@@ -157,7 +164,17 @@ Status MetadataService::Load() {
   auto tables = store_->LoadPgTables();
   if (!tables.ok()) return tables.status();
   for (PgTable& t : *tables) pg_tables_[t.width] = std::move(t);
+  ScheduleDefaultPgTable(now);  // known servers are up for their grace period
   AQ_RETURN_IF_ERROR(LoadMoves());
+  // After a restore: ids the lost server may have handed out after the backup are skipped (a
+  // data server still running such a move, or heartbeating with such a server id).
+  next_move_id_ = std::max(next_move_id_, id_floor);
+  next_pg_gc_id_ = std::max(next_pg_gc_id_, id_floor);
+  next_server_ = static_cast<uint32_t>(std::max<uint64_t>(next_server_, server_id_floor));
+  if (restores > 0) {
+    log->info("restored namespace restores={} version_floor={} ino_floor={}", restores,
+              restore_version_floor_, restore_ino_floor_);
+  }
   auto tasks = store_->LoadGcTasks();
   if (!tasks.ok()) return tasks.status();
   for (GcTask& t : *tasks) gc_tasks_[t.id] = std::move(t);

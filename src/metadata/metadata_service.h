@@ -38,6 +38,7 @@
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "metadata/backup.h"
 #include "metadata/namespace_store.h"
 #include "metadata/options.h"
 #include "metadata/types.h"
@@ -251,6 +252,9 @@ struct ClusterMap {
   std::vector<ServerStatus> servers;
   std::vector<PgTable> pg_tables;
   uint32_t default_k = 0, default_m = 0, default_unit_bytes = 0;
+  // 0 unless the namespace was restored from a backup (backup.h): the first write version and
+  // inode number handed out after the last restore.
+  uint64_t restore_version_floor = 0, restore_ino_floor = 0;
 };
 
 // Name of the virtual xattr that shows and sets layouts.
@@ -342,6 +346,14 @@ class MetadataService {
   // them (otherwise every data server is marked down on resume, and writes fail until their next
   // heartbeats). A server or client that really died meanwhile is found pause_ms later.
   void DiscountPause(int64_t pause_ms);
+
+  // --- backup (backup.cc) ---
+  // Writes a consistent copy of the namespace into `dest_dir` on this host while every other
+  // call goes on: a store checkpoint into a hidden sibling directory, the manifest, then a
+  // rename onto dest_dir. dest_dir is checked by CheckBackupDestination (backup.h) against
+  // options.db and options.backup_root; errors as there, plus kWouldBlock while another backup
+  // runs, kNotSupported for the in-memory store, kInternal (I/O; nothing is left at dest_dir).
+  Result<BackupResult> Backup(std::string_view dest_dir);
 
   // For tests and tools: pending GC tasks, and how many inodes exist.
   std::vector<GcTask> PendingGcTasks();
@@ -438,6 +450,10 @@ class MetadataService {
   void AbandonLeaseVersion(Txn& txn, InodeId ino, uint64_t version);
   // The inode has no open left: its held GC tasks may go out (takes cluster_mu_).
   void ReleaseGcHolds(uint64_t ino);
+  // After a restore: a file from the backup about to be opened for write gets its versions
+  // between its restored data_version and the restore floor as an abandoned range (they were
+  // written after the backup), so neither its writer nor readers after its commit take them.
+  void AbandonRestoredLeftovers(Txn& txn, Inode* inode);
   uint64_t NextWriteVersion(Txn& txn);
   Result<FileLayout> NewFileLayout(const Inode& parent, InodeId ino);
   Result<Inode> MakeInode(Txn& txn, const Inode& parent, uint32_t mode, const Caller& caller);
@@ -457,6 +473,12 @@ class MetadataService {
   // Membership (cluster_mu_ held).
   Status EnsurePgTable(uint32_t width);
   void BumpMapVersion();
+  // The default layout's PG table is built once k + m failure domains are eligible, not at the
+  // first create (docs/design.md "The default PG table is built when the servers are there"):
+  // ScheduleDefaultPgTable (after a registration or a server coming up) sets the build for one
+  // heartbeat interval later, so servers starting together all get PGs; Tick builds it then.
+  void ScheduleDefaultPgTable(int64_t now);
+  void BuildDueDefaultPgTable(int64_t now);
 
   // Moves (cluster_mu_ held; moves.cc).
   Status LoadMoves();
@@ -492,6 +514,11 @@ class MetadataService {
   uint64_t next_version_ = 0;     // next write version to hand out (global, monotonic)
   uint64_t version_reserved_ = 0; // versions below this are reserved on disk
   uint64_t generation_ = 0;       // this start's epoch; new inodes carry it
+  // Set by Load from the counters a restore wrote (backup.h), 0 when never restored; constant
+  // afterwards (read without a lock).
+  uint64_t restore_version_floor_ = 0;
+  uint64_t restore_ino_floor_ = 0;
+  std::mutex backup_mu_;  // held while a backup runs (one at a time)
   uint64_t next_session_ = 0;
   std::unordered_map<uint64_t, InodeState> states_;
   std::unordered_map<uint64_t, std::unique_ptr<Session>> sessions_;
@@ -513,6 +540,8 @@ class MetadataService {
   void SettleDegradedWrites();
   uint64_t map_version_ = 0;
   uint32_t next_server_ = 1;
+  int64_t default_pg_due_ms_ = -1;  // mono ms the default PG table is due to be built; -1: not
+                                    // scheduled (guarded by cluster_mu_)
   // Moves (also under cluster_mu_).
   std::map<uint64_t, MoveState> moves_;
   std::map<PgPos, uint64_t> move_at_;  // position -> its task id

@@ -103,6 +103,16 @@ class NamespaceStore {
   // Makes every write applied so far durable on disk.
   virtual Status Sync() = 0;
 
+  // Writes a consistent copy of the whole store, as of one instant, into directory `dir`, which
+  // must not exist (its parent must); writes keep going meanwhile. The copy is a store that
+  // OpenRocksStore opens. RocksDB: a checkpoint (SST files hard-linked when `dir` is on the same
+  // file system, else copied; the WAL copied), fsynced. Errors: kNotSupported for engines that
+  // cannot (the in-memory store); kInternal with the engine's message.
+  virtual Status Checkpoint(const std::string& dir) {
+    (void)dir;
+    return Status(Code::kNotSupported, "this store cannot be checkpointed");
+  }
+
  protected:
   virtual Result<std::optional<std::string>> GetRaw(std::string_view key) = 0;
   // Calls fn(key, value) for each key that starts with `prefix` and is >= `start`, in key

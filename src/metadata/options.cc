@@ -34,6 +34,8 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--move-rate-mib", &o.move_rate_mib, "copy rate of each move task, MiB/s");
   options.Add("--pg-gc-delay-ms", &o.pg_gc_delay_ms,
               "wait (ms) after a move finishes before the source deletes its chunks");
+  options.Add("--backup-root", &o.backup_root,
+              "backups (the Backup RPC) may be written only under this absolute directory");
   app.set_version_flag("--version", std::string("aquifer-meta ") + AQUIFER_VERSION,
                        "print the version and exit");
   AQ_RETURN_IF_ERROR(options.Parse(argc, argv, help_out));
@@ -61,6 +63,9 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   if (o.wire > 1) return InvalidArgument("wire must be 0 or 1");
   if (o.wire_port > 65535) return InvalidArgument("wire-port must be in 0..65535");
   if (o.max_concurrent_moves < 1) return InvalidArgument("max-concurrent-moves must be >= 1");
+  if (!o.backup_root.empty() && o.backup_root[0] != '/') {
+    return InvalidArgument("backup-root must be an absolute path");
+  }
   return OkStatus();
 }
 

@@ -30,6 +30,8 @@ struct MetaOptions {
   uint32_t move_rate_mib = 200;        // copy rate of each move task, MiB/s (sent in MoveTask)
   uint32_t pg_gc_delay_ms = 60000;     // after a move finishes, wait this long, ms, before the
                                        // source deletes its chunks (catch-up window, see repair.md)
+  std::string backup_root;             // `aquifer meta backup` may write only under this absolute
+                                       // directory; "" = any absolute path (operations.md)
 };
 
 // Parses argv into options: flags (--listen, --db, ...) as documented in `aquifer-meta --help`;

@@ -3,6 +3,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include "metadata/namespace_store.h"
@@ -35,6 +36,15 @@ class RocksStore final : public NamespaceStore {
   ~RocksStore() override { delete db_; }
 
   Status Sync() override { return FromRocks(db_->SyncWAL(), "sync wal"); }
+
+  Status Checkpoint(const std::string& dir) override {
+    rocksdb::Checkpoint* raw = nullptr;
+    AQ_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "checkpoint"));
+    std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+    // log_size_for_flush 0: flush the memtable first, so the copy is SST files plus a short WAL.
+    return FromRocks(checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0),
+                     "checkpoint into " + dir);
+  }
 
  protected:
   Result<std::optional<std::string>> GetRaw(std::string_view key) override {

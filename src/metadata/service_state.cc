@@ -68,6 +68,7 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
     }
   }
   OpenResult out;
+  if (lease) AbandonRestoredLeftovers(txn, n);
   if (trunc && n->is_reg() && n->size > 0) {
     AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, 0, /*opening=*/true));
     n->mtime = n->ctime = clocks_.wall();
@@ -245,6 +246,23 @@ void MetadataService::AbandonLeaseVersion(Txn& txn, InodeId ino, uint64_t versio
   Logger("meta")->info("abandon versions ino={} from={} to={}: the writer's session ended before "
                        "it committed them",
                        ino.value(), n->data_version + 1, version);
+}
+
+void MetadataService::AbandonRestoredLeftovers(Txn& txn, Inode* n) {
+  if (restore_version_floor_ == 0 || n->ino.value() >= restore_ino_floor_) return;
+  // Committed since the restore: the range was added at that writer's open.
+  if (n->data_version + 1 >= restore_version_floor_) return;
+  const uint64_t first = n->data_version + 1, last = restore_version_floor_ - 1;
+  auto& ranges = n->abandoned_versions;
+  for (const auto& [a, b] : ranges) {
+    if (a <= first && last <= b) return;
+  }
+  if (ranges.size() >= Inode::kMaxAbandonedRanges) ranges.erase(ranges.begin());
+  ranges.emplace_back(first, last);
+  txn.Dirty(n);
+  Logger("meta")->info("abandon versions ino={} from={} to={}: written after the backup the "
+                       "namespace was restored from",
+                       n->ino.value(), first, last);
 }
 
 Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {
@@ -731,6 +749,7 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
   Logger("meta")->info("register server={} uuid={} address={} domain={} new={}", id.value(),
                        reg.server_uuid, reg.address, reg.failure_domain, found == nullptr);
   servers_[id.value()] = std::move(next);
+  ScheduleDefaultPgTable(clocks_.mono_ms());
   MoveBatch mb;
   Status planned = Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false);
   if (!planned.ok()) Logger("meta")->error("plan moves failed: {}", planned.ToString());
@@ -770,6 +789,7 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     BumpMapVersion();
     b.PutCounter("map_version", map_version_);
     Logger("meta")->info("server up server={}", a.server.value());
+    ScheduleDefaultPgTable(now);
   }
   std::vector<uint64_t> finished;
   for (uint64_t id : a.gc_done) {
@@ -932,6 +952,36 @@ Status MetadataService::EnsurePgTable(uint32_t width) {
   return OkStatus();
 }
 
+void MetadataService::ScheduleDefaultPgTable(int64_t now) {
+  const uint32_t width = default_layout_.k + default_layout_.m;
+  if (pg_tables_.count(width) || default_pg_due_ms_ >= 0) return;
+  std::set<std::string> domains;
+  for (const auto& [id, s] : servers_) {
+    if (Eligible(s)) domains.insert(s.record.failure_domain);
+  }
+  if (domains.size() < width) return;
+  // One heartbeat interval: servers started together register within it and all get PGs (a
+  // table built on the first k + m alone would give the rest only appended PGs). It is shorter
+  // than the heartbeat timeout, so a server that dies meanwhile is still up at the build and
+  // gets its positions (degraded, then repaired), and creates work without it.
+  default_pg_due_ms_ = now + std::max<int64_t>(10, options_.heartbeat_timeout_ms / 3);
+}
+
+void MetadataService::BuildDueDefaultPgTable(int64_t now) {
+  if (default_pg_due_ms_ < 0 || now < default_pg_due_ms_) return;
+  default_pg_due_ms_ = -1;
+  const uint32_t width = default_layout_.k + default_layout_.m;
+  if (pg_tables_.count(width)) return;  // a create built it first
+  Status built = EnsurePgTable(width);
+  if (built.code() == Code::kUnavailable) {
+    // Servers went down since the schedule; the next one to come up schedules it again.
+    Logger("meta")->info("defer default pg_table width={}: {}", width, built.message());
+  } else if (!built.ok()) {
+    Logger("meta")->error("build default pg_table width={} failed: {}", width, built.ToString());
+    default_pg_due_ms_ = now + std::max<int64_t>(10, options_.heartbeat_timeout_ms / 3);
+  }
+}
+
 ClusterMap MetadataService::GetClusterMap() {
   std::lock_guard lock(cluster_mu_);
   ClusterMap map;
@@ -956,6 +1006,8 @@ ClusterMap MetadataService::GetClusterMap() {
   map.default_k = options_.k;
   map.default_m = options_.m;
   map.default_unit_bytes = options_.unit_bytes;
+  map.restore_version_floor = restore_version_floor_;
+  map.restore_ino_floor = restore_ino_floor_;
   return map;
 }
 
@@ -1009,6 +1061,7 @@ void MetadataService::Tick() {
     Status st = store_->Write(b, false);
     if (!st.ok()) Logger("meta")->error("persist map version failed: {}", st.ToString());
   }
+  BuildDueDefaultPgTable(now);
   MoveBatch mb;
   Status planned = Reconcile(now, mb, /*rebalance=*/true);  // logs its own failure
   (void)planned;

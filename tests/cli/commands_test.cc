@@ -120,6 +120,34 @@ TEST(CommandLineTest, LayoutCommandsTakeAPathAndTokens) {
   ExpectUsageError({"layout", "get"}, "PATH");
 }
 
+TEST(CommandLineTest, MetaBackupAndRestoreTakeTheirPathsAndFlags) {
+  Invocation backup = ParseOk({"meta", "backup", "/srv/b/1", "--meta", "10.0.0.1:7400"});
+  EXPECT_EQ(backup.command, Command::kMetaBackup);
+  EXPECT_EQ(backup.backup_dest, "/srv/b/1");
+  EXPECT_EQ(backup.meta_address, "10.0.0.1:7400");
+  Invocation local = ParseOk({"meta", "backup", "/srv/b/2", "--root", "/tmp/aquifer-q"});
+  EXPECT_EQ(local.up.root, "/tmp/aquifer-q");
+  Invocation restore = ParseOk({"meta", "restore", "--from", "/srv/b/1", "--meta-dir",
+                                "/var/lib/aquifer/meta", "--force", "--ino-margin", "1000"});
+  EXPECT_EQ(restore.command, Command::kMetaRestore);
+  EXPECT_EQ(restore.restore_from, "/srv/b/1");
+  EXPECT_EQ(restore.meta_dir, "/var/lib/aquifer/meta");
+  EXPECT_TRUE(restore.force);
+  EXPECT_EQ(restore.ino_margin, 1000u);
+  EXPECT_FALSE(ParseOk({"meta", "restore", "--from", "a", "--meta-dir", "b"}).force);
+  ExpectUsageError({"meta", "backup"}, "DEST");
+  ExpectUsageError({"meta", "restore", "--from", "/srv/b/1"}, "--meta-dir");
+  ExpectUsageError({"meta", "restore", "--meta-dir", "/x"}, "--from");
+  ExpectUsageError({"meta", "restore", "--from", "a", "--meta-dir", "b", "--ino-margin", "0"},
+                   "--ino-margin");
+  ExpectUsageError({"meta"}, "subcommand");
+  // A relative destination is refused before any call: it would name a place on the metadata
+  // server's host relative to nothing.
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"meta", "backup", "backups/1", "--meta", "127.0.0.1:1"}, out, err), 1);
+  EXPECT_NE(err.str().find("must be an absolute path"), std::string::npos) << err.str();
+}
+
 TEST(CommandLineTest, HelpIsNotAnError) {
   Invocation inv = ParseOk({"cluster", "up", "--help"});
   EXPECT_EQ(inv.command, Command::kHelp);

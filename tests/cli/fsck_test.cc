@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -100,10 +101,20 @@ class FakeRpc : public FsckRpc {
     return page;
   }
   Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino, uint64_t from,
-                                uint64_t max_version) override {
+                                uint64_t max_version, uint64_t min_version) override {
     deletes.emplace_back(address, ino.value(), from, max_version);
+    min_versions.push_back(min_version);
     return 1;
   }
+  Result<bool> DeletesVersionRanges(const std::string& address) override {
+    (void)address;
+    return version_ranges;
+  }
+  Result<FsckRestoreFloors> RestoreFloors() override { return floors; }
+
+  std::vector<uint64_t> min_versions;  // of each delete, in order
+  bool version_ranges = true;          // what every server's Info says
+  FsckRestoreFloors floors;            // the metadata server's (0: never restored)
 };
 
 // Gives file `ino` a stripe map (known) with `extents`.
@@ -227,6 +238,114 @@ TEST(FsckTest, StripesRecordedAsWrittenWithNoChunkAreLostAndHolesAreNot) {
   EXPECT_NE(text.find("LOST  /f21 (inode 21) stripe 0"), std::string::npos) << text;
   EXPECT_EQ(text.find("f22"), std::string::npos) << text;
   EXPECT_EQ(text.find("f23"), std::string::npos) << text;
+}
+
+// Issue 17: after a restore from a backup, the chunk versions of files from the backup that
+// were written after it (above the restored data_version, below the restore's version floor)
+// are orphans, removed by --repair through that version range only; files made after the
+// restore, and their writers' uncommitted versions, are left alone.
+TEST(FsckTest, AfterARestoreVersionsWrittenAfterTheBackupAreOrphansDeletedByTheirRangeOnly) {
+  FakeRpc rpc;
+  rpc.floors = FsckRestoreFloors{/*version=*/1000, /*ino=*/50};
+  // From the backup, committed at 7; rewritten in place after it at 20 (stripe 0, whole) and 25
+  // (stripe 1, a torn write).
+  rpc.AddFile(10, 5 * kUnit, 7);
+  SetStripes(rpc, 10, {{0, 2, 0}});
+  rpc.AddStripe(10, 0, 7, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.AddStripe(10, 1, 7, kUnit, {0, 4, 5});
+  rpc.AddStripe(10, 0, 20, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.AddStripe(10, 1, 25, kUnit, {0});
+  // Created before the backup and written after it (a cp in flight): size 0 in the backup.
+  rpc.AddFile(11, 0, 0);
+  SetStripes(rpc, 11, {});
+  rpc.AddStripe(11, 0, 5, 300, {0, 1, 2});
+  // From the backup, opened for write after the restore (the metadata server abandoned 9..999)
+  // and committed at 1100.
+  rpc.AddFile(12, 200, 1100);
+  SetStripes(rpc, 12, {{0, 1, 1099}});
+  for (auto& e : rpc.root) {
+    if (e.attr.ino.value() == 12) e.attr.abandoned = {{9, 999}};
+  }
+  rpc.AddStripe(12, 0, 9, 200, {0, 1, 2});
+  rpc.AddStripe(12, 0, 1100, 200, {0, 1, 2});
+  // Made after the restore, with a writer still at it: not orphans, an uncommitted version.
+  rpc.AddFile(60, 100, 1200);
+  SetStripes(rpc, 60, {{0, 1, 1199}});
+  rpc.AddStripe(60, 0, 1200, 100, {0, 1, 2});
+  rpc.AddStripe(60, 0, 1300, 100, {0, 1, 2});
+
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_FALSE(r.clean()) << text;
+  EXPECT_EQ(r.restored_leftover_files, 3u) << text;
+  EXPECT_EQ(r.orphan_chunks, 6u + 1u + 3u + 3u) << text;
+  EXPECT_EQ(r.missing_stripes, 0u) << text;
+  EXPECT_EQ(r.lost_stripes, 0u) << text;
+  EXPECT_EQ(r.uncommitted_versions, 3u) << text;  // inode 60's writer only
+  EXPECT_NE(text.find("ORPHAN  /f10 (inode 10): 7 chunk versions written after the backup the "
+                      "namespace was restored from (versions 8..999)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ORPHAN  /f11 (inode 11): 3 chunk versions written after the backup"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ORPHAN  /f12 (inode 12): 3 chunk versions written after the backup the "
+                      "namespace was restored from (versions 9..999)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("ORPHAN  /f60"), std::string::npos) << text;
+  EXPECT_TRUE(rpc.deletes.empty());
+
+  r = Check(rpc, true, &text);
+  EXPECT_TRUE(r.clean()) << text;
+  EXPECT_EQ(r.orphans_left, 0u) << text;
+  // One delete per server holding them, each bounded below by the range's first version.
+  std::map<uint64_t, std::set<uint64_t>> min_by_ino;
+  ASSERT_EQ(rpc.deletes.size(), rpc.min_versions.size());
+  for (size_t i = 0; i < rpc.deletes.size(); ++i) {
+    const auto& [address, ino, from, max_version] = rpc.deletes[i];
+    EXPECT_EQ(from, 0u);
+    EXPECT_EQ(max_version, 999u) << "inode " << ino;
+    min_by_ino[ino].insert(rpc.min_versions[i]);
+  }
+  EXPECT_EQ(min_by_ino[10], (std::set<uint64_t>{8}));
+  EXPECT_EQ(min_by_ino[11], (std::set<uint64_t>{1}));
+  EXPECT_EQ(min_by_ino[12], (std::set<uint64_t>{9}));
+  EXPECT_EQ(min_by_ino.count(60), 0u);
+  EXPECT_EQ(rpc.deletes.size(), 6u + 3u + 3u);  // inode 10 on 6 servers, 11 and 12 on 3
+}
+
+// A data server that would ignore the lower bound (and delete the committed versions too) is
+// never sent such a delete: the orphans stay, fsck says why and is not clean.
+TEST(FsckTest, RestoredLeftoversAreNotDeletedOnAServerThatIgnoresTheLowerBound) {
+  FakeRpc rpc;
+  rpc.floors = FsckRestoreFloors{1000, 50};
+  rpc.version_ranges = false;
+  rpc.AddFile(10, 100, 7);
+  SetStripes(rpc, 10, {{0, 1, 0}});
+  rpc.AddStripe(10, 0, 7, 100, {0, 1, 2});
+  rpc.AddStripe(10, 0, 30, 100, {0, 1, 2});
+  std::string text;
+  FsckReport r = Check(rpc, true, &text);
+  EXPECT_FALSE(r.clean()) << text;
+  EXPECT_TRUE(rpc.deletes.empty()) << text;
+  EXPECT_EQ(r.orphans_left, 3u) << text;
+  EXPECT_NE(text.find("does not honour a lower version bound"), std::string::npos) << text;
+}
+
+// Without a restore, versions above data_version stay warnings (an open writer's) as before.
+TEST(FsckTest, WithoutARestoreVersionsAboveTheCommittedOneAreOnlyWarnings) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 100, 7);
+  SetStripes(rpc, 10, {{0, 1, 0}});
+  rpc.AddStripe(10, 0, 7, 100, {0, 1, 2});
+  rpc.AddStripe(10, 0, 30, 100, {0, 1, 2});
+  std::string text;
+  FsckReport r = Check(rpc, true, &text);
+  EXPECT_TRUE(r.clean()) << text;
+  EXPECT_EQ(r.uncommitted_versions, 3u) << text;
+  EXPECT_TRUE(rpc.deletes.empty()) << text;
+  EXPECT_EQ(text.find("restored"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -457,6 +457,44 @@ TEST_F(ClusterTest, WriteWithAServerDownThenReadAfterItReturnsGetsNewBytes) {
   ASSERT_OK(reader->Release(std::move(opened->file)));
 }
 
+// Issue 17: a new cluster that loses a data server before its first file could not create files
+// (the PG table was built at the first create, from the 5 servers then up: kUnavailable, EIO).
+// The default table is now built when the 6 servers have registered, with the lost server in
+// it, so files are created and written degraded, read back, and read by a fresh client too.
+TEST_F(ClusterTest, ADataServerLostBeforeTheFirstFileStillLetsFilesBeCreatedWrittenAndRead) {
+  StartCluster();
+  ASSERT_OK(cluster_->CrashDataServer(2));
+  ASSERT_OK(cluster_->WaitForUpDataServers(5));
+  Result<ServerId> lost = cluster_->DataServerId(2);
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_EQ(map->pg_tables.count(6), 1u) << "no default PG table before the first create";
+  bool lost_has_positions = false;
+  for (const auto& pg : map->pg_tables.at(6)) {
+    lost_has_positions |= std::find(pg.begin(), pg.end(), *lost) != pg.end();
+  }
+  EXPECT_TRUE(lost_has_positions) << "the table was built before the server was lost";
+
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string big = RandomBytes(9 * kMiB + 77, /*seed=*/171);
+  const std::string small = RandomBytes(40 * kKiB, /*seed=*/172);
+  ASSERT_OK(client->WriteFile("/first", big, kRoot));
+  ASSERT_OK(client->WriteFile("/second", small, kRoot));
+  Result<std::string> read = client->ReadFile("/first", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == big);
+  auto other = NewClient();
+  ASSERT_TRUE(other);
+  read = other->ReadFile("/first", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == big);
+  read = other->ReadFile("/second", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == small);
+}
+
 // ReadShared returns the same bytes as Read: views into the read cache for sequential reads
 // inside one stripe, a copy for reads that span stripes, are random, or run past the end.
 TEST_F(ClusterTest, ReadSharedReturnsTheSameBytesAsReadForEveryPattern) {
@@ -530,9 +568,10 @@ TEST_F(ClusterTest, SequentialReaderKeepsOnlyAWindowOfStripesInTheReadCache) {
 // A reader whose view (size, data_version) predates two rewrites by another client, so that its
 // version was pruned on the data servers, reads the newer bytes after taking a fresh view, never
 // zeros: with neither copy nor chunk left at or below its bound, a stripe is superseded, not a
-// hole. (Two mounts saw zeros in the middle of a file another mount kept appending to.)
+// hole. (Two mounts saw zeros in the middle of a file another mount kept appending to.) The data
+// servers delete superseded versions at once here (no grace), as they do after the grace.
 TEST_F(ClusterTest, ReaderWhoseVersionWasPrunedReadsTheNewerBytesNotZeros) {
-  StartCluster();
+  StartCluster({.data_flags = {"--superseded-grace-ms", "0"}});
   auto writer = NewClient();
   auto reader = NewClient();
   ASSERT_TRUE(writer && reader);
@@ -555,6 +594,42 @@ TEST_F(ClusterTest, ReaderWhoseVersionWasPrunedReadsTheNewerBytesNotZeros) {
     EXPECT_TRUE(*got == latest) << path << ": not the newest bytes ("
                                 << std::count(got->begin(), got->end(), '\0') << " zero bytes)";
     ASSERT_OK(reader->Release(std::move(opened->file)));
+  }
+}
+
+// Within the data servers' grace, a version that newer committed ones superseded stays readable:
+// a reader whose view names it reads its view's bytes, whole (the kernel that view's size was
+// told to asks for them). Once the grace is over, the heartbeat's sweep deletes it, and the same
+// reader reads the newest bytes after a fresh view.
+TEST_F(ClusterTest, ASupersededVersionStaysReadableForTheGraceThenGoes) {
+  StartCluster({.data_flags = {"--superseded-grace-ms", "1500"}});
+  auto writer = NewClient();
+  auto early = NewClient();  // reads inside the grace
+  auto late = NewClient();   // reads after it (its own read cache is empty)
+  ASSERT_TRUE(writer && early && late);
+  for (const auto& [path, size] : {std::pair<std::string, uint64_t>{"/coded", 5 * kMiB + 7},
+                                   std::pair<std::string, uint64_t>{"/small", 100 * kKiB}}) {
+    const std::string first = RandomBytes(size, 1);
+    ASSERT_OK(writer->WriteFile(path, first, kRoot));
+    Result<Attributes> attr = early->Resolve(path, kRoot);
+    ASSERT_TRUE(attr.ok());
+    Result<Client::Opened> e = early->Open(attr->inode, O_RDONLY, kRoot);
+    Result<Client::Opened> l = late->Open(attr->inode, O_RDONLY, kRoot);
+    ASSERT_TRUE(e.ok() && l.ok());
+    std::string latest;
+    for (uint32_t seed = 2; seed <= 4; ++seed) {  // without the grace, 1 and 2 would be pruned
+      latest = RandomBytes(size, seed);
+      ASSERT_OK(writer->WriteFile(path, latest, kRoot));
+    }
+    Result<std::string> got = ReadAt(*early, *e->file, 0, size);
+    ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == first) << path << ": not the bytes of the reader's view";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500 + 1500));  // grace + sweeps
+    got = ReadAt(*late, *l->file, 0, size);
+    ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == latest) << path << ": not the newest bytes after the grace";
+    ASSERT_OK(early->Release(std::move(e->file)));
+    ASSERT_OK(late->Release(std::move(l->file)));
   }
 }
 

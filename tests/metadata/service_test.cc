@@ -572,6 +572,71 @@ TEST_F(MetadataServiceTest, PgTableUsesDistinctDomainsAndSpreadsLoad) {
   EXPECT_TRUE(std::equal(t.pgs.begin(), t.pgs.end(), after.begin()));
 }
 
+// Issue 17: the default PG table was built at the first create, so a new cluster that lost a
+// data server before its first file could not create any (kUnavailable: 5 of 6 domains up).
+// Now it is built one heartbeat interval after k + m failure domains registered, and a create
+// after the loss is placed (degraded) on the table that includes the lost server.
+TEST_F(MetadataServiceTest, DefaultPgTableIsBuiltWhenServersRegisterSoALossBeforeTheFirstFileStillCreates) {
+  EXPECT_TRUE(svc_->GetClusterMap().pg_tables.empty()) << "not before the servers settle";
+  mono_ms_ += opts_.heartbeat_timeout_ms / 3;  // one heartbeat interval after the 6th
+  svc_->Tick();
+  ClusterMap built = svc_->GetClusterMap();
+  ASSERT_EQ(built.pg_tables.size(), 1u);
+  EXPECT_EQ(built.pg_tables[0].width, 6u);
+  EXPECT_EQ(built.pg_tables[0].pgs.size(), 64u);
+
+  // Server 6 dies before any file exists; the others keep heartbeating.
+  auto session = svc_->OpenSession("c");
+  ASSERT_TRUE(session.ok());
+  mono_ms_ += opts_.heartbeat_timeout_ms + 1;
+  for (uint32_t id = 1; id <= 5; ++id) {
+    ASSERT_TRUE(svc_->Heartbeat(HeartbeatArgs{ServerId(id), 1000000, 1000, 0, {}}).ok());
+  }
+  ASSERT_TRUE(svc_->KeepAlive(session->session).ok());
+  svc_->Tick();
+  for (const ServerStatus& s : svc_->GetClusterMap().servers) {
+    EXPECT_EQ(s.up, s.record.id != ServerId(6)) << "server " << s.record.id.value();
+  }
+
+  CreateArgs a{kRootInode, "first", S_IFREG | 0644, 0, true, session->session, true};
+  auto created = svc_->Create(a, Root());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(created->attr.layout.pg_count, 64u);
+  ASSERT_GT(created->write_version, 0u);
+  CommitArgs commit{created->attr.ino, session->session, 3 * kMiB, {5, 0}, created->write_version,
+                    true};
+  commit.records_stripes = true;
+  commit.written_stripes = {{0, 1}};
+  commit.backfill_servers = {ServerId(6)};  // the client wrote the stripe without server 6
+  commit.degraded_stripes = 1;
+  auto committed = svc_->Commit(commit);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(svc_->GetAttr(created->attr.ino)->size, 3 * kMiB);
+  EXPECT_EQ(svc_->GetAttr(created->attr.ino)->data_version, created->write_version);
+  // The table was not rebuilt around the loss: the same targets, server 6 among them.
+  ClusterMap after = svc_->GetClusterMap();
+  ASSERT_EQ(after.pg_tables.size(), 1u);
+  EXPECT_EQ(after.pg_tables[0].pgs, built.pg_tables[0].pgs);
+  CheckInvariants();
+}
+
+// The build waits while servers are still registering; a create before it builds the table as
+// before (lazily), and a layout of another width still gets its table at its first create.
+TEST_F(MetadataServiceTest, ACreateBeforeTheDefaultTableIsDueBuildsItAndOtherWidthsStayLazy) {
+  Inode f = File(kRootInode, "early");
+  EXPECT_EQ(f.layout.pg_count, 64u);
+  ASSERT_EQ(svc_->GetClusterMap().pg_tables.size(), 1u);
+  mono_ms_ += opts_.heartbeat_timeout_ms / 3;
+  svc_->Tick();  // due, but already there: nothing changes
+  ASSERT_EQ(svc_->GetClusterMap().pg_tables.size(), 1u);
+  Inode d = Dir(kRootInode, "narrow");
+  ASSERT_TRUE(svc_->SetXattr(d.ino, kLayoutXattr, "k=2 m=1 unit=1048576", 0, Root()).ok());
+  EXPECT_EQ(svc_->GetClusterMap().pg_tables.size(), 1u) << "a directory default builds nothing";
+  Inode g = File(d.ino, "g");
+  EXPECT_EQ(g.layout.k + g.layout.m, 3u);
+  EXPECT_EQ(svc_->GetClusterMap().pg_tables.size(), 2u);
+}
+
 TEST_F(MetadataServiceTest, ServersKeepTheirIdAndGoDownWhenSilent) {
   ServerRegistration r{"127.0.0.1:9999", "rack-z", 500, 5, "stable-uuid"};
   auto first = svc_->RegisterServer(r);

@@ -149,8 +149,28 @@ class GrpcFsckRpc final : public FsckRpc {
     return page;
   }
 
+  Result<FsckRestoreFloors> RestoreFloors() override {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    aquifer::rpc::ClusterMapRequest req;
+    aquifer::rpc::ClusterMapResponse resp;
+    grpc::Status st = meta_->GetClusterMap(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "GetClusterMap", meta_address_));
+    return FsckRestoreFloors{resp.restore_version_floor(), resp.restore_ino_floor()};
+  }
+
+  Result<bool> DeletesVersionRanges(const std::string& address) override {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    aquifer::rpc::DataServerInfoRequest req;
+    aquifer::rpc::DataServerInfoResponse resp;
+    grpc::Status st = Data(address)->Info(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "Info", address));
+    return resp.deletes_version_ranges();
+  }
+
   Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino, uint64_t from_stripe,
-                                uint64_t max_version) override {
+                                uint64_t max_version, uint64_t min_version) override {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     aquifer::rpc::DeleteChunksRequest req;
@@ -158,6 +178,7 @@ class GrpcFsckRpc final : public FsckRpc {
     r->set_ino(ino.value());
     r->set_from_stripe(from_stripe);
     r->set_max_version(max_version);
+    r->set_min_version(min_version);
     aquifer::rpc::DeleteChunksResponse resp;
     grpc::Status st = Data(address)->DeleteChunks(&ctx, req, &resp);
     AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "DeleteChunks", address));

@@ -75,6 +75,14 @@ struct FsckServer {
   uint32_t pg_positions = 0;  // PG positions it is the target of
 };
 
+// Set when the namespace was restored from a backup (GetClusterMap; docs/design.md "A second
+// copy of the namespace"): the first write version and inode number handed out after the last
+// restore. 0: never restored.
+struct FsckRestoreFloors {
+  uint64_t version = 0;
+  uint64_t ino = 0;
+};
+
 // The metadata server and data servers fsck talks to. Virtual so the checker can be tested with
 // an in-memory cluster.
 class FsckRpc {
@@ -90,9 +98,20 @@ class FsckRpc {
                                            uint64_t after_stripe, uint32_t after_position,
                                            uint32_t limit) = 0;
   // DeleteChunks on `address`: every chunk of `ino` with stripe >= from_stripe and
-  // version <= max_version. Returns how many versions were deleted.
+  // min_version <= version <= max_version. Returns how many versions were deleted. Only pass a
+  // min_version above 0 to a server for which DeletesVersionRanges said yes: an older one
+  // ignores it and deletes down to version 0.
   virtual Result<uint64_t> DeleteChunks(const std::string& address, InodeId ino,
-                                        uint64_t from_stripe, uint64_t max_version) = 0;
+                                        uint64_t from_stripe, uint64_t max_version,
+                                        uint64_t min_version) = 0;
+  // Whether the data server at `address` honours DeleteChunks' min_version (its Info says so).
+  // Default: yes (fakes).
+  virtual Result<bool> DeletesVersionRanges(const std::string& address) {
+    (void)address;
+    return true;
+  }
+  // The metadata server's restore floors. Default: never restored (fakes).
+  virtual Result<FsckRestoreFloors> RestoreFloors() { return FsckRestoreFloors{}; }
   // ReportLost on the metadata server: stripes of `ino` found lost (at most 1024), so that
   // `aquifer status` says data is lost. Default: nothing (fakes).
   virtual Status ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {

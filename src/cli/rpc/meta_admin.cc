@@ -166,4 +166,26 @@ Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, 
   return ServerAdmin(address, id, /*remove=*/true, force, timeout);
 }
 
+Result<MetaBackupView> BackupMeta(const std::string& address, const std::string& dest_dir,
+                                  std::chrono::milliseconds timeout) {
+  auto stub = aquifer::rpc::MetaService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  aquifer::rpc::BackupRequest req;
+  req.set_dest_dir(dest_dir);
+  aquifer::rpc::BackupResponse resp;
+  grpc::Status st = stub->Backup(&ctx, req, &resp);
+  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "Backup", address));
+  MetaBackupView v;
+  v.dir = resp.dest_dir();
+  v.files = resp.files();
+  v.bytes = resp.bytes();
+  v.created_unix_ms = resp.created_unix_ms();
+  v.inodes = resp.inodes();
+  v.took_ms = resp.took_ms();
+  v.same_file_system = resp.same_file_system();
+  return v;
+}
+
 }  // namespace aquifer::cli

@@ -29,4 +29,22 @@ Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,
 Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, bool force,
                                        std::chrono::milliseconds timeout);
 
+// What the metadata server's Backup call made (docs/operations.md "Backing up and restoring").
+struct MetaBackupView {
+  std::string dir;              // on the metadata server's host
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  int64_t created_unix_ms = 0;  // when the checkpoint was taken
+  uint64_t inodes = 0;
+  int64_t took_ms = 0;
+  bool same_file_system = false;  // shares the RocksDB directory's disk (hard links)
+};
+
+// Backup: the metadata server at `address` writes a consistent copy of its namespace into
+// `dest_dir` on its own host. Errors: the server's (kInvalidArgument, kNameTooLong, kNotFound,
+// kNotDirectory, kAlreadyExists, kPermissionDenied for the destination; kWouldBlock while
+// another backup runs), kUnavailable (unreachable or past `timeout`).
+Result<MetaBackupView> BackupMeta(const std::string& address, const std::string& dest_dir,
+                                  std::chrono::milliseconds timeout);
+
 }  // namespace aquifer::cli

@@ -510,6 +510,24 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_default_k(map.default_k);
     resp->set_default_m(map.default_m);
     resp->set_default_unit_bytes(map.default_unit_bytes);
+    resp->set_restore_version_floor(map.restore_version_floor);
+    resp->set_restore_ino_floor(map.restore_ino_floor);
+    return grpc::Status::OK;
+  }
+  grpc::Status Backup(grpc::ServerContext*, const pb::BackupRequest* req,
+                      pb::BackupResponse* resp) override {
+    // The path is checked by the core (length, NUL, absolute, components): it crosses a process
+    // boundary and names a place on this host.
+    Result<BackupResult> r = svc_->Backup(req->dest_dir());
+    SetStatus(resp->mutable_status(), r.status());
+    if (!r.ok()) return grpc::Status::OK;
+    resp->set_dest_dir(r->dir);
+    resp->set_files(r->files);
+    resp->set_bytes(r->bytes);
+    resp->set_created_unix_ms(r->manifest.created_unix_ms);
+    resp->set_inodes(r->manifest.inodes);
+    resp->set_took_ms(r->took_ms);
+    resp->set_same_file_system(r->same_file_system);
     return grpc::Status::OK;
   }
   grpc::Status Sync(grpc::ServerContext*, const pb::SyncRequest*,

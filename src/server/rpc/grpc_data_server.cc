@@ -144,8 +144,8 @@ class DataServiceImpl final : public rpc::DataService::Service {
       if (r.ino() == 0) return Reply(InvalidArgument("inode 0 is never valid"), resp);
     }
     for (const rpc::DeleteRange& r : req->ranges()) {
-      Result<uint64_t> n =
-          core_->store().DeleteRange(InodeId(r.ino()), r.from_stripe(), r.max_version(), true);
+      Result<uint64_t> n = core_->store().DeleteRange(InodeId(r.ino()), r.from_stripe(),
+                                                      r.max_version(), true, r.min_version());
       if (!n.ok()) return Reply(n.status(), resp);
       deleted += *n;
     }
@@ -193,6 +193,7 @@ class DataServiceImpl final : public rpc::DataService::Service {
     resp->set_corrupt_repaired(scrub.corrupt_repaired);
     resp->set_chunks_backfilled(scrub.chunks_backfilled);
     resp->set_bytes_backfilled(scrub.bytes_backfilled);
+    resp->set_deletes_version_ranges(true);
     if (wire_ != nullptr) {
       resp->set_wire_port(wire_->port());
       resp->set_wire_instance(wire_->instance());
