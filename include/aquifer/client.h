@@ -254,13 +254,17 @@ class Client {
     std::vector<std::span<const std::byte>> pieces;
     uint64_t size() const;  // bytes in all pieces
   };
-  // `page_cache`: the bytes fill the kernel's page cache (a mount's buffered read, never
-  // O_DIRECT). Such a read past the end of a view that a truncate just shortened, in a page the
-  // kernel can only ask for while it still holds the longer size, is answered from the longer
-  // view for up to options.replaced_view_keep (docs/design.md "Reads that race a truncate"):
-  // the kernel would zero-fill a short answer and may keep the zeros as file data.
+  // Who asks: a program through the library, or a mount's kernel. A kernel read past the end
+  // of a view that a truncate just shortened, which the kernel can only send while it still
+  // holds the longer size, is answered from the longer view for up to
+  // options.replaced_view_keep (docs/design.md "Reads that race a truncate"): the kernel would
+  // zero-fill a short answer and may keep the zeros as file data. For a page-cache read that is
+  // one ending past the page of the current end; for an O_DIRECT one (whose short answer the
+  // kernel finishes through the page cache, mm/filemap.c generic_file_read_iter), one starting
+  // there, since the kernel rounds an O_DIRECT request up past the size it holds.
+  enum class ReadFor : uint8_t { kCaller, kKernelPageCache, kKernelDirect };
   Result<ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes,
-                              bool page_cache = false);
+                              ReadFor reader = ReadFor::kCaller);
   // Bytes of stripes the read cache holds now (at most options.read_cache_bytes). A sequential
   // reader keeps only a window of about readahead_stripes + 2 stripes of its file there.
   uint64_t ReadCacheBytes() const;

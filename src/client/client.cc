@@ -425,17 +425,15 @@ Result<size_t> Client::Read(OpenFile& file, uint64_t offset_bytes, std::span<std
 }
 
 Result<Client::ReadView> Client::ReadShared(OpenFile& file, uint64_t offset_bytes,
-                                            uint64_t size_bytes, bool page_cache) {
+                                            uint64_t size_bytes, ReadFor reader) {
   return impl_->ReadWithFreshViews(
-      file, [&] { return impl_->ReadShared(file, offset_bytes, size_bytes, page_cache); });
+      file, [&] { return impl_->ReadShared(file, offset_bytes, size_bytes, reader); });
 }
 
 Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offset_bytes,
-                                                  uint64_t size_bytes, bool page_cache) {
+                                                  uint64_t size_bytes, ReadFor reader) {
   if (!file.writable) {
-    FileView fv = page_cache && options_.replaced_view_keep.count() > 0
-                      ? file.ViewForPageCache(offset_bytes + size_bytes, std::nullopt)
-                      : file.View();
+    FileView fv = file.ViewFor(reader, offset_bytes, offset_bytes + size_bytes, std::nullopt);
     if (fv.replaced) {
       Result<ReadView> r = ReadSharedAt(file, fv, offset_bytes, size_bytes);
       if (r.ok()) return r;
@@ -448,7 +446,7 @@ Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offse
   }
   // A writer's reads must see its buffers: Read.
   auto buffer = std::make_shared<client::ByteVec>(size_bytes);  // Read fills what it returns
-  Result<size_t> n = Read(file, offset_bytes, std::span<std::byte>(*buffer), page_cache);
+  Result<size_t> n = Read(file, offset_bytes, std::span<std::byte>(*buffer), reader);
   if (!n.ok()) return n.status();
   ReadView view;
   view.pieces.assign(1, std::span<const std::byte>(buffer->data(), *n));

@@ -45,7 +45,7 @@ struct FileView {
   uint64_t floor = 0;  // the file's truncate floor: part of stripe cache keys
   std::shared_ptr<const StripeMap> stripes;  // null: unknown
   std::shared_ptr<const VersionRanges> abandoned;  // null: none
-  // A view a shorter one replaced (OpenFile::ViewForPageCache): a read under it that finds no
+  // A view a shorter one replaced (OpenFile::ViewFor): a read under it that finds no
   // chunk falls back to the current view, so it neither logs nor reports a lost stripe.
   bool replaced = false;
   // Points into `abandoned`: the record is used while this view lives.
@@ -61,7 +61,7 @@ struct FileView {
 inline constexpr uint64_t kKernelPageBytes = 4096;
 
 // Read views of this client that a shorter view replaced, or that a released handle held, by
-// inode, for OpenFile::ViewForPageCache: the kernel may still hold their size (for up to
+// inode, for OpenFile::ViewFor: the kernel may still hold their size (for up to
 // attr_timeout) after the handle that had them moved on or went away, and a fresh handle has no
 // history of its own. Thread-safe; its mutex is a leaf (taken under any other lock).
 class ReplacedViews {
@@ -176,17 +176,24 @@ class OpenFile {
   // instead (Registry::replaced): the file as it was before the truncate, a valid answer for a
   // read that raced it. The kernel copies out only up to the size it holds.
   //
-  // Returns the view a page-cache read of [.., end) goes by: the replaced view (marked
-  // `replaced`) when `end` is past the kernel page holding `current_size` (the kernel must hold
-  // a larger size than that: page-cache reads never pass the page of its end) and a longer view
-  // was replaced less than registry->replaced_view_keep ago; else the handle's view. Reads that
-  // bypass the page cache (O_DIRECT) never use it: their bytes go to the caller as answered.
+  // Returns the view a kernel read of [begin, end) goes by: the replaced view (marked
+  // `replaced`) when the read is past the kernel page holding `current_size` (the kernel must
+  // hold a larger size than that) and a longer view was replaced less than
+  // registry->replaced_view_keep ago; else the handle's view. "Past": a page-cache read ends past
+  // that page (it never passes the page of the kernel's end); an O_DIRECT one starts past it
+  // (the kernel rounds an O_DIRECT request up past its size, so only the start says the kernel
+  // still holds more, and then finishes a short answer through the page cache). Reads for a
+  // program (kCaller) always use the handle's view.
   // `current_size`: the local size of a writer (f.mu held); read-only handles use their view's.
-  FileView ViewForPageCache(uint64_t end, std::optional<uint64_t> current_size) const {
+  FileView ViewFor(Client::ReadFor reader, uint64_t begin, uint64_t end,
+                   std::optional<uint64_t> current_size) const {
     FileView v = View();
+    if (reader == Client::ReadFor::kCaller || !registry) return v;
     const uint64_t size = current_size.value_or(v.size);
     const uint64_t page_end = (size + kKernelPageBytes - 1) / kKernelPageBytes * kKernelPageBytes;
-    if (end > page_end && registry) {
+    const bool past = reader == Client::ReadFor::kKernelDirect ? begin >= page_end && end > begin
+                                                               : end > page_end;
+    if (past) {
       std::optional<FileView> longer =
           registry->replaced.Longer(inode, size, registry->replaced_view_keep);
       if (longer) return *longer;
@@ -284,9 +291,9 @@ class Client::Impl {
 
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);
-  // `page_cache`: the read fills the kernel's page cache (OpenFile::ViewForPageCache).
+  // `reader`: as Client::ReadShared (OpenFile::ViewFor).
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out,
-                      bool page_cache = false);
+                      Client::ReadFor reader = Client::ReadFor::kCaller);
   // Reads under `fv` by the read-only rules (a read-only handle's view, or a replaced one).
   Result<size_t> ReadAt(OpenFile& f, const FileView& fv, uint64_t offset,
                         std::span<std::byte> out);
@@ -315,7 +322,7 @@ class Client::Impl {
   template <class Fn>
   auto ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read());
   Result<Client::ReadView> ReadShared(OpenFile& file, uint64_t offset_bytes, uint64_t size_bytes,
-                                      bool page_cache);
+                                      Client::ReadFor reader);
   Result<Client::ReadView> ReadSharedAt(OpenFile& file, const FileView& fv, uint64_t offset_bytes,
                                         uint64_t size_bytes);
 

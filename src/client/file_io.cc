@@ -26,7 +26,7 @@ Timestamp Now() {
   return Timestamp{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
 }
 
-// A read under a replaced view (OpenFile::ViewForPageCache) failed: its version was pruned or
+// A read under a replaced view (OpenFile::ViewFor) failed: its version was pruned or
 // its stripes collected since. The caller reads under the current view instead.
 void LogReplacedViewFallback(const OpenFile& f, const FileView& fv, const Status& s) {
   Logger("client")->debug("read under a replaced view failed, current view used ino={} "
@@ -576,17 +576,16 @@ Result<bool> Client::Impl::ReadFromCache(OpenFile& f, const FileView& fv, uint64
 }
 
 Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::byte> out,
-                                  bool page_cache) {
+                                  Client::ReadFor reader) {
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();
-  const bool keep = page_cache && options_.replaced_view_keep.count() > 0;
   if (f.writable) {
     // The writer sees its own buffered and in-flight data: serialize with its writes.
     std::unique_lock lock(f.mu);
     AQ_RETURN_IF_ERROR(DrainInflight(f));
-    if (keep) {
+    if (reader != Client::ReadFor::kCaller) {
       // Past the end this writer's truncate set, in a window where the kernel may not know it.
-      const FileView fv = f.ViewForPageCache(offset + out.size(), f.size);
+      const FileView fv = f.ViewFor(reader, offset, offset + out.size(), f.size);
       if (fv.replaced) {
         lock.unlock();
         Result<size_t> n = ReadAt(f, fv, offset, out);
@@ -621,7 +620,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
     }
     return static_cast<size_t>(n);
   }
-  FileView fv = keep ? f.ViewForPageCache(offset + out.size(), std::nullopt) : f.View();
+  FileView fv = f.ViewFor(reader, offset, offset + out.size(), std::nullopt);
   if (fv.replaced) {
     Result<size_t> n = ReadAt(f, fv, offset, out);
     if (n.ok()) return n;

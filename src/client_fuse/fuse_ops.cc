@@ -497,10 +497,13 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 // The reply is written to the kernel straight from the library's view (a cached stripe during
 // sequential reads), without a copy into a buffer of our own first.
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  // An O_DIRECT read's bytes go to the caller as answered; other reads fill the page cache.
-  const bool page_cache = (fi->flags & O_DIRECT) == 0;
+  // The kernel names the reading process's lock owner (FUSE_READ_LOCKOWNER) only on O_DIRECT
+  // requests (fs/fuse/file.c, fuse_send_read); page-cache reads carry none, also those it makes
+  // to finish a short O_DIRECT read of an O_DIRECT descriptor.
+  const Client::ReadFor reader = fi->lock_owner != 0 ? Client::ReadFor::kKernelDirect
+                                                     : Client::ReadFor::kKernelPageCache;
   Result<Client::ReadView> view =
-      ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size, page_cache);
+      ClientOf(req).ReadShared(FileOf(fi), static_cast<uint64_t>(off), size, reader);
   if (!view.ok()) return ReplyError(req, view.status(), "read");
   if (view->pieces.empty()) {  // at or past the end of the file
     fuse_reply_buf(req, nullptr, 0);
