@@ -12,7 +12,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/logging.h"
@@ -26,7 +25,10 @@ constexpr fuse_ino_t kUnknownIno = 0xffffffff;  // d_ino of ".." (the parent is 
 
 Daemon& DaemonOf(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
 Client& ClientOf(fuse_req_t req) { return *DaemonOf(req).client; }
-SharedFile& SharedOf(fuse_file_info* fi) { return *reinterpret_cast<SharedFile*>(fi->fh); }
+OpenDescription& DescriptionOf(fuse_file_info* fi) {
+  return *reinterpret_cast<OpenDescription*>(fi->fh);
+}
+SharedFile& SharedOf(fuse_file_info* fi) { return *DescriptionOf(fi).shared; }
 OpenFile& FileOf(fuse_file_info* fi) { return *SharedOf(fi).current.load(); }
 
 spdlog::logger& Log() {
@@ -417,7 +419,8 @@ void OnRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 // Files
 
 // Fills fi for an opened file and replies (open or create). If the reply does not reach the
-// kernel (request interrupted), RELEASE will never come: drop the reference here.
+// kernel (request interrupted), RELEASE will never come: drop the reference (and the open file
+// description) here.
 void ReplyOpened(fuse_req_t req, SharedFile* sf, const Attributes& attr, fuse_file_info* fi,
                  bool create) {
   Daemon& d = DaemonOf(req);
@@ -429,7 +432,8 @@ void ReplyOpened(fuse_req_t req, SharedFile* sf, const Attributes& attr, fuse_fi
     // drops its pages. Attribute-only invalidation (offset < 0) takes no inode lock.
     fuse_lowlevel_notify_inval_inode(d.session, inode.value(), -1, 0);
   }
-  fi->fh = reinterpret_cast<uint64_t>(sf);
+  auto* description = new OpenDescription(sf);
+  fi->fh = reinterpret_cast<uint64_t>(description);
   fi->keep_cache = dec.keep_cache ? 1 : 0;
   // Page cache on (needed for shared writable mmap), except for O_APPEND writers: the kernel
   // places an append at the size it has cached, which is stale when another host appended since
@@ -450,6 +454,7 @@ void ReplyOpened(fuse_req_t req, SharedFile* sf, const Attributes& attr, fuse_fi
     rc = fuse_reply_open(req, fi);
   }
   if (rc != 0) {
+    delete description;
     Status s = UnpinShared(d, sf);
     if (!s.ok()) Log().warn("release after failed open reply inode={} status={}", inode.value(),
                             s.ToString());
@@ -533,9 +538,10 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
 
 constexpr LockRange kWholeFileUnlock{.type = F_UNLCK, .start = 0, .end = UINT64_MAX, .pid = 0};
 
-// Called at every close(2) of a descriptor: writes buffered data and commits (close-to-open),
-// and drops the POSIX locks of the closing owner (the kernel leaves that to a file system that
-// handles locks itself).
+// Called at every close(2) of a descriptor, also by a process's exit (kill -9 included): writes
+// buffered data and commits (close-to-open), and drops the POSIX locks of the closing owner (its
+// process), whichever descriptor set them (the kernel leaves that to a file system that handles
+// locks itself).
 void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
   SharedFile& sf = SharedOf(fi);
@@ -545,19 +551,38 @@ void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                                  /*wait=*/false);
     if (!u.ok()) Log().warn("unlock posix locks at close inode={} status={}", sf.inode.value(),
                             u.ToString());
+    OpenDescription& od = DescriptionOf(fi);
+    std::lock_guard lock(od.mu);
+    std::erase(od.lock_owners, fi->lock_owner);
   }
   ReplyStatus(req, s, "flush");
 }
 
+// The last close of an open file description: frees its flock lock (the kernel names that
+// owner) and the fcntl locks of the owners recorded on it (OFD locks; see OpenDescription).
 void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
-  SharedFile* sf = &SharedOf(fi);
+  OpenDescription* od = &DescriptionOf(fi);
+  SharedFile* sf = od->shared;
   if (fi->flock_release) {
     Status u = d.client->SetLock(sf->inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/true,
                                  /*wait=*/false);
     if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", sf->inode.value(),
                             u.ToString());
   }
+  // No lock request of this description can be in flight: each holds a reference to it.
+  std::vector<uint64_t> owners;
+  {
+    std::lock_guard lock(od->mu);
+    owners.swap(od->lock_owners);
+  }
+  for (uint64_t owner : owners) {
+    Status u = d.client->SetLock(sf->inode, owner, kWholeFileUnlock, /*flock=*/false,
+                                 /*wait=*/false);
+    if (!u.ok()) Log().warn("unlock fcntl locks at release inode={} owner={:x} status={}",
+                            sf->inode.value(), owner, u.ToString());
+  }
+  delete od;
   ReplyStatus(req, UnpinShared(d, sf), "release");
 }
 
@@ -707,9 +732,11 @@ void OnReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 }
 
 // ---------------------------------------------------------------------------------------------
-// Locks. A blocking request (F_SETLKW, flock without LOCK_NB) is retried here with backoff
-// rather than parked inside the library, so that a signal to the waiting process (FUSE_INTERRUPT)
-// ends the wait with EINTR.
+// Locks. Every request is tried once here; a blocking one (F_SETLKW, F_OFD_SETLKW, flock without
+// LOCK_NB) that meets a conflicting lock is then parked in the mount's LockWaiters, which retries
+// it off the worker threads and ends the wait with EINTR when the waiting process gets a signal
+// (FUSE_INTERRUPT), kill -9 included. The kernel names the owner: for a POSIX lock the process
+// (its files_struct), for an OFD or flock lock the open file description.
 
 LockRange ToLockRange(const struct flock& l, uint32_t pid) {
   LockRange r;
@@ -720,25 +747,16 @@ LockRange ToLockRange(const struct flock& l, uint32_t pid) {
   return r;
 }
 
-// Returns nullopt when the request was interrupted while waiting (the caller replies EINTR).
-std::optional<Status> SetLockWaiting(fuse_req_t req, InodeId inode, uint64_t owner,
-                                     const LockRange& range, bool flock, bool wait) {
-  auto backoff = std::chrono::milliseconds(1);
-  while (true) {
-    Status s = ClientOf(req).SetLock(inode, owner, range, flock, /*wait=*/false);
-    if (!wait || s.code() != Code::kWouldBlock) return s;
-    if (fuse_req_interrupted(req)) return std::nullopt;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
-  }
-}
-
-void ReplyLockStatus(fuse_req_t req, const std::optional<Status>& s, const char* op) {
-  if (!s.has_value()) {
-    fuse_reply_err(req, EINTR);
+// Replies to the lock request, or parks it (blocking, and a conflicting lock is held).
+void SetLockOrWait(fuse_req_t req, InodeId inode, uint64_t owner, const LockRange& range,
+                   bool flock, bool wait, const char* op) {
+  Daemon& d = DaemonOf(req);
+  Status s = d.client->SetLock(inode, owner, range, flock, /*wait=*/false);
+  if (wait && s.code() == Code::kWouldBlock) {
+    d.lock_waiters->Park(req, inode, owner, range, flock);  // it replies from now on
     return;
   }
-  ReplyStatus(req, *s, op);
+  ReplyStatus(req, s, op);
 }
 
 void OnGetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
@@ -759,21 +777,25 @@ void OnGetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
 
 void OnSetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   DaemonOf(req).inodes.NotePosixLocks(InodeId(ino));
+  if (lock->l_type != F_UNLCK) {
+    // Before the lock can be granted, so that the description's RELEASE always sees the owner.
+    OpenDescription& od = DescriptionOf(fi);
+    std::lock_guard guard(od.mu);
+    if (std::find(od.lock_owners.begin(), od.lock_owners.end(), fi->lock_owner) ==
+        od.lock_owners.end()) {
+      od.lock_owners.push_back(fi->lock_owner);
+    }
+  }
   LockRange range = ToLockRange(*lock, static_cast<uint32_t>(fuse_req_ctx(req)->pid));
-  ReplyLockStatus(req,
-                  SetLockWaiting(req, InodeId(ino), fi->lock_owner, range, /*flock=*/false,
-                                 sleep != 0),
-                  "setlk");
+  SetLockOrWait(req, InodeId(ino), fi->lock_owner, range, /*flock=*/false, sleep != 0, "setlk");
 }
 
 void OnFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   LockRange range;
   range.type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
   range.pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
-  ReplyLockStatus(req,
-                  SetLockWaiting(req, InodeId(ino), fi->lock_owner, range, /*flock=*/true,
-                                 (op & LOCK_NB) == 0 && range.type != F_UNLCK),
-                  "flock");
+  SetLockOrWait(req, InodeId(ino), fi->lock_owner, range, /*flock=*/true,
+                (op & LOCK_NB) == 0 && range.type != F_UNLCK, "flock");
 }
 
 fuse_lowlevel_ops MakeOperations() {

@@ -21,6 +21,7 @@
 #include "aquifer/client.h"
 #include "client_fuse/group_cache.h"
 #include "client_fuse/inode_table.h"
+#include "client_fuse/lock_waiters.h"
 #include "client_fuse/mount_options.h"
 
 namespace aquifer::fuse {
@@ -29,7 +30,7 @@ namespace aquifer::fuse {
 // a file see one write buffer and one size (two descriptors with O_APPEND, two processes writing
 // one SQLite database, mmap write-back through any descriptor). The library handle in use is the
 // writable one once any descriptor opened for write; earlier read-only handles stay alive until
-// the last close. fi->fh points to the SharedFile.
+// the last close. Each kernel open's OpenDescription (fi->fh) points to it.
 struct SharedFile {
   InodeId inode;
   std::atomic<OpenFile*> current{nullptr};  // reads and writes go here
@@ -38,10 +39,26 @@ struct SharedFile {
   std::vector<std::unique_ptr<OpenFile>> files;  // owned library handles; guarded by open_mu
 };
 
+// One kernel open of a file: an open file description, which dup(2) and fork(2) share, and
+// whose last close is the kernel's RELEASE. fi->fh points to it; RELEASE deletes it.
+// An OFD lock's owner is its open file description, and the kernel, which leaves locks to the
+// file system, never unlocks one: neither FLUSH nor RELEASE names it. So every owner that sets
+// an fcntl lock through this description is recorded here, FLUSH drops the owner it names (a
+// POSIX owner, whose locks that close frees), and RELEASE frees the locks of the owners left.
+struct OpenDescription {
+  explicit OpenDescription(SharedFile* s) : shared(s) {}
+  SharedFile* const shared;
+  std::mutex mu;                      // guards lock_owners
+  std::vector<uint64_t> lock_owners;  // distinct fcntl lock owners not flushed since
+};
+
 // State shared by all handlers of one mount; fuse_req_userdata() points to it.
 struct Daemon {
   MountOptions options;
   std::unique_ptr<Client> client;  // set before the session is mounted
+  // Blocking lock requests waiting for a conflicting lock to go; set with `client`, reset (which
+  // answers what is still parked) once the session loop ended.
+  std::unique_ptr<LockWaiters> lock_waiters;
   InodeTable inodes;
   fuse_session* session = nullptr;
 

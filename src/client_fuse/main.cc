@@ -177,6 +177,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   daemon.client = std::move(*client);
+  daemon.lock_waiters = std::make_unique<LockWaiters>(*daemon.client);
 
   if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
     fprintf(stderr, "aquifer-mount: cannot mount on %s (see the message above)\n",
@@ -211,6 +212,7 @@ int Run(int argc, char** argv) {
   // Idle threads are kept (libfuse's default, -1): destroying workers is discouraged by libfuse.
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
+  daemon.lock_waiters.reset();  // answers (EINTR) the lock requests still waiting
 
   Logger("fuse")->info("unmount mountpoint={} loop_result={}", opts.mountpoint, rc);
   fuse_session_unmount(se);
