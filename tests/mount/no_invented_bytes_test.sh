@@ -7,7 +7,8 @@
 #     (writer on A, readers on A and B) and with O_DIRECT readers on A and B. Every read is a
 #     prefix of some round's bytes in each stripe (short reads are fine; a mix of rounds across
 #     stripes is counted, not failed): no run of zero bytes, no mix inside a stripe (for O_DIRECT
-#     readers: inside one 1 MiB request, see UNIT in race.py), no error.
+#     readers: inside one 1 MiB request, see UNIT in race.py; for buffered readers whole pages of
+#     two rounds are counted, not failed, see one_round_per_page), no error.
 #   loss beyond redundancy: a small replicated file, a 9 MiB erasure-coded file and a sparse file;
 #     every data server loses every chunk (all stopped first, so none backfills another); after a
 #     remount with cold caches the files fail with EIO (never zeros), the sparse file's hole still
@@ -69,7 +70,8 @@ direct = len(sys.argv) > 7 and sys.argv[7] == 'direct'
 # two rounds at a request boundary: counted as cross_mix, not failed).
 UNIT = (1 << 20) if direct else STRIPE
 buf = mmap.mmap(-1, SIZE)  # page aligned, for O_DIRECT
-n = dict(reads=0, full=0, short=0, empty=0, zeros=0, intra_mix=0, cross_mix=0, garbage=0, errors=0)
+n = dict(reads=0, full=0, short=0, empty=0, zeros=0, intra_mix=0, page_mix=0, cross_mix=0, garbage=0,
+         errors=0)
 errs = {}
 rounds_seen = set()
 examples = []
@@ -90,11 +92,17 @@ def describe(data, begin, end):
     out.append(f"{start}-{end}:{prev}")
     return ' '.join(out)
 
+PAGE = 4096
+def one_round_per_page(words):
+    """Whether every 4 KiB page of these (lo, hi) words holds a single round."""
+    per_page = PAGE // 4
+    return all(len(set(words[p + 1:p + per_page:2])) == 1 for p in range(0, len(words), per_page))
+
 def classify(data):
-    """Returns (zeros, intra_mix, cross_mix, garbage) for one read's bytes."""
+    """Returns (zeros, intra_mix, page_mix, cross_mix, garbage) for one read's bytes."""
     zeros = (b'\0' * 8) in data
     per_stripe = []
-    garbage = intra = False
+    garbage = intra = page = False
     for off in range(0, len(data), UNIT):
         piece = data[off:off + UNIT]
         if len(piece) < 8:
@@ -113,7 +121,14 @@ def classify(data):
         his = set(words[1::2])
         lo_ok = words[0::2] == LO[off // 8:off // 8 + len(words) // 2]
         valid = all(first <= (h & ~(1 << 30)) <= last and h & (1 << 30) for h in his)
-        if lo_ok and valid and len(his) > 1:
+        if lo_ok and valid and len(his) > 1 and not direct and one_round_per_page(words):
+            # Whole pages of two rounds in a buffered read: the kernel copies a long read() in
+            # batches of pages, and another opener's close-to-open invalidation (or the O_TRUNC's
+            # truncate) can drop the page cache between two batches. Counted, not failed: each
+            # FUSE reply held one round (docs/design.md "Known limits").
+            page = True
+            where = f"stripe {off // STRIPE} joins rounds at pages: " + describe(data, off, off + len(piece))
+        elif lo_ok and valid and len(his) > 1:
             intra = True
             where = f"stripe {off // STRIPE} mixes rounds: " + describe(data, off, off + len(piece))
         else:
@@ -123,7 +138,7 @@ def classify(data):
             examples.append(f"read {n['reads']} at {time.strftime('%H:%M:%S', time.localtime(t_read))}"
                             f".{int(t_read * 1000) % 1000:03d} len {len(data)}: {where}")
     cross = len(set(per_stripe)) > 1
-    return zeros, intra, cross, garbage
+    return zeros, intra, page, cross, garbage
 
 t_read = 0.0
 def read_once():
@@ -141,8 +156,9 @@ def check(data):
     if len(data) == SIZE: n['full'] += 1
     elif len(data) == 0: n['empty'] += 1
     else: n['short'] += 1
-    z, intra, cross, garbage = classify(data)
-    n['zeros'] += z; n['intra_mix'] += intra; n['cross_mix'] += cross; n['garbage'] += garbage
+    z, intra, page, cross, garbage = classify(data)
+    n['zeros'] += z; n['intra_mix'] += intra; n['page_mix'] += page; n['cross_mix'] += cross
+    n['garbage'] += garbage
 
 t0 = time.monotonic()
 final_ok = False
@@ -199,10 +215,11 @@ race() {
   done
   local summary
   summary=$(cat "$AQ_SCRATCH/$case".*.out | grep '^reader ' | tr ' ' '\n' | awk -F= '
-    /^(reads|zeros|intra_mix|cross_mix|garbage|errors)=/ { n[$1] += $2 }
-    END { printf "reads %d, with zeros %d, mixed inside a stripe %d, mixed across stripes %d, " \
-                 "bytes of no round %d, errors %d", n["reads"], n["zeros"], n["intra_mix"],
-                 n["cross_mix"], n["garbage"], n["errors"] }')
+    /^(reads|zeros|intra_mix|page_mix|cross_mix|garbage|errors)=/ { n[$1] += $2 }
+    END { printf "reads %d, with zeros %d, mixed inside a stripe %d, joined at pages %d, " \
+                 "mixed across stripes %d, bytes of no round %d, errors %d", n["reads"],
+                 n["zeros"], n["intra_mix"], n["page_mix"], n["cross_mix"], n["garbage"],
+                 n["errors"] }')
   echo "race $case: $((last - first + 1)) rounds in $((SECONDS - t0))s: $summary" >&2
   [ $rc = 0 ] || FAILED+=("rewrite race $case ($summary)")
   timeout "$T" rm "$wdir/$case"
