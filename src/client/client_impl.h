@@ -12,11 +12,11 @@
 #include <deque>
 #include <future>
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "aquifer/client.h"
@@ -162,7 +162,7 @@ class OpenFile {
     return std::make_shared<const VersionRanges>(attr.abandoned_versions);
   }
 
-  // Page-cache reads past the end of a shortened view.
+  // Kernel reads past the end of a shortened view.
   //
   // The kernel keeps one size per inode, told by our attribute replies (or by its own writes and
   // truncates on the writer's mount), for up to attr_timeout. A read it sends is within that
