@@ -64,10 +64,6 @@ std::optional<FileView> ReplacedViews::Longer(InodeId inode, uint64_t size,
   return it->second.view;
 }
 
-size_t ReplacedViews::size() const {
-  std::lock_guard lock(mu_);
-  return by_inode_.size();
-}
 
 Client::Impl::~Impl() {
   {
@@ -437,9 +433,7 @@ Result<Client::ReadView> Client::Impl::ReadShared(OpenFile& file, uint64_t offse
     if (fv.replaced) {
       Result<ReadView> r = ReadSharedAt(file, fv, offset_bytes, size_bytes);
       if (r.ok()) return r;
-      Logger("client")->debug("read under a replaced view failed, current view used ino={} "
-                              "version={} status={}",
-                              file.inode.value(), fv.version, r.status().ToString());
+      LogReplacedViewFallback(file.inode, fv, r.status());
       fv = file.View();
     }
     return ReadSharedAt(file, fv, offset_bytes, size_bytes);

@@ -57,6 +57,10 @@ struct FileView {
   }
 };
 
+// A read under a replaced view (OpenFile::ViewFor) failed: its version was pruned or its stripes
+// collected since. Logged at debug; the caller reads under the current view instead.
+void LogReplacedViewFallback(InodeId inode, const FileView& fv, const Status& s);
+
 // The kernel's page size: the unit of its page-cache reads (x86-64 and arm64 Linux defaults).
 inline constexpr uint64_t kKernelPageBytes = 4096;
 
@@ -72,7 +76,6 @@ class ReplacedViews {
   // The view noted for `inode` less than `keep` ago, if it is longer than `size`.
   std::optional<FileView> Longer(InodeId inode, uint64_t size,
                                  std::chrono::milliseconds keep) const;
-  size_t size() const;  // entries held (expired ones go as new ones come)
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -25,15 +25,13 @@ Timestamp Now() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return Timestamp{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
 }
+}  // namespace
 
-// A read under a replaced view (OpenFile::ViewFor) failed: its version was pruned or
-// its stripes collected since. The caller reads under the current view instead.
-void LogReplacedViewFallback(const OpenFile& f, const FileView& fv, const Status& s) {
+void LogReplacedViewFallback(InodeId inode, const FileView& fv, const Status& s) {
   Logger("client")->debug("read under a replaced view failed, current view used ino={} "
                           "version={} size={} status={}",
-                          f.inode.value(), fv.version, fv.size, s.ToString());
+                          inode.value(), fv.version, fv.size, s.ToString());
 }
-}  // namespace
 
 // --- StripeBuffer -----------------------------------------------------------------------------
 
@@ -590,7 +588,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
         lock.unlock();
         Result<size_t> n = ReadAt(f, fv, offset, out);
         if (n.ok()) return n;
-        LogReplacedViewFallback(f, fv, n.status());
+        LogReplacedViewFallback(f.inode, fv, n.status());
         lock.lock();
         AQ_RETURN_IF_ERROR(DrainInflight(f));
       }
@@ -624,7 +622,7 @@ Result<size_t> Client::Impl::Read(OpenFile& f, uint64_t offset, std::span<std::b
   if (fv.replaced) {
     Result<size_t> n = ReadAt(f, fv, offset, out);
     if (n.ok()) return n;
-    LogReplacedViewFallback(f, fv, n.status());
+    LogReplacedViewFallback(f.inode, fv, n.status());
     fv = f.View();
   }
   return ReadAt(f, fv, offset, out);

@@ -49,12 +49,8 @@ class GrpcFsckRpc final : public FsckRpc {
             grpc::CreateChannel(meta, grpc::InsecureChannelCredentials()))) {}
 
   Result<std::vector<FsckServer>> Servers() override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    aquifer::rpc::ClusterMapRequest req;
     aquifer::rpc::ClusterMapResponse resp;
-    grpc::Status st = meta_->GetClusterMap(&ctx, req, &resp);
-    AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "GetClusterMap", meta_address_));
+    AQ_RETURN_IF_ERROR(GetClusterMap(&resp));
     std::vector<FsckServer> out;
     for (const auto& s : resp.servers()) {
       out.push_back(
@@ -150,12 +146,8 @@ class GrpcFsckRpc final : public FsckRpc {
   }
 
   Result<FsckRestoreFloors> RestoreFloors() override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    aquifer::rpc::ClusterMapRequest req;
     aquifer::rpc::ClusterMapResponse resp;
-    grpc::Status st = meta_->GetClusterMap(&ctx, req, &resp);
-    AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "GetClusterMap", meta_address_));
+    AQ_RETURN_IF_ERROR(GetClusterMap(&resp));
     return FsckRestoreFloors{resp.restore_version_floor(), resp.restore_ino_floor()};
   }
 
@@ -188,6 +180,14 @@ class GrpcFsckRpc final : public FsckRpc {
  private:
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
+  }
+  // The cluster map (servers and restore floors), one GetClusterMap call.
+  Status GetClusterMap(aquifer::rpc::ClusterMapResponse* resp) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    aquifer::rpc::ClusterMapRequest req;
+    grpc::Status st = meta_->GetClusterMap(&ctx, req, resp);
+    return FromRpc(st, resp->status(), "GetClusterMap", meta_address_);
   }
   aquifer::rpc::DataService::Stub* Data(const std::string& address) {
     std::lock_guard<std::mutex> lock(mu_);
