@@ -506,6 +506,8 @@ Result<RestoreResult> RestoreBackup(const RestoreOptions& o) {
   b.PutCounter("restore_ino_floor", out.ino_floor);
   b.PutCounter("restores", out.restores);
   b.PutCounter("restored_at_ms", static_cast<uint64_t>(now_ms));
+  // Sessions, opens, leases and locks of the backup's instant name clients that have moved on.
+  b.DeleteSessionState();
   AQ_RETURN_IF_ERROR(store.Write(b, /*sync=*/true));
   opened->reset();  // closes RocksDB
   return out;

@@ -91,6 +91,17 @@ MetadataService::MetadataService(std::unique_ptr<NamespaceStore> store, const Me
 
 MetadataService::~MetadataService() = default;
 
+namespace {
+// Sessions that hold anything on an inode: opens, its lease, locks.
+std::set<uint64_t> HoldersOf(const InodeState& st) {
+  std::set<uint64_t> out;
+  for (const auto& [s, oc] : st.opens) out.insert(s);
+  if (st.lease_holder != 0) out.insert(st.lease_holder);
+  for (const LockRecord& l : st.locks) out.insert(l.session);
+  return out;
+}
+}  // namespace
+
 Result<std::unique_ptr<MetadataService>> MetadataService::Open(
     std::unique_ptr<NamespaceStore> store, const MetaOptions& options, Clocks clocks) {
   AQ_RETURN_IF_ERROR(ValidateMetaOptions(options));
@@ -175,6 +186,27 @@ Status MetadataService::Load() {
     log->info("restored namespace restores={} version_floor={} ino_floor={}", restores,
               restore_version_floor_, restore_ino_floor_);
   }
+  // Degraded writes not yet backfilled: their servers are asked for a backfill again.
+  auto degraded = store_->LoadDegradedWrites();
+  if (!degraded.ok()) return degraded.status();
+  for (DegradedWriteRecord& rec : *degraded) {
+    DegradedWrite w;
+    w.stripes = rec.stripes;
+    w.epoch = rec.epoch;
+    w.servers = std::move(rec.servers);
+    degraded_epoch_ = std::max(degraded_epoch_, w.epoch);
+    for (uint32_t id : w.servers) {
+      auto it = servers_.find(id);
+      if (it == servers_.end()) continue;
+      it->second.degraded_epoch = std::max(it->second.degraded_epoch, w.epoch);
+      it->second.backfill_wanted = true;
+    }
+    degraded_writes_.push_back(std::move(w));
+  }
+  if (!degraded_writes_.empty()) {
+    log->info("restore degraded_writes={}: their servers are asked for a backfill again",
+              degraded_writes_.size());
+  }
   auto tasks = store_->LoadGcTasks();
   if (!tasks.ok()) return tasks.status();
   for (GcTask& t : *tasks) gc_tasks_[t.id] = std::move(t);
@@ -192,7 +224,9 @@ Status MetadataService::Load() {
               lost_index_.size());
   }
 
-  // Orphans were open when the server stopped; no session survives a restart, so delete them.
+  AQ_RETURN_IF_ERROR(LoadSessionState(now));
+  // Orphans were open when the server stopped: those still open by a recorded session stay until
+  // its last close or its end; the others are deleted.
   auto orphans = store_->LoadOrphans();
   if (!orphans.ok()) return orphans.status();
   if (!orphans->empty()) {
@@ -205,6 +239,56 @@ Status MetadataService::Load() {
   log->info("load inodes={} next_ino={} servers={} pg_tables={} gc_tasks={} boot={}",
             inode_count_, next_ino_, servers_.size(), pg_tables_.size(), gc_tasks_.size(),
             generation_);
+  return OkStatus();
+}
+
+// Sessions, opens, leases and locks as the last run left them (docs/design.md "Metadata server
+// restarts"). Each recorded session gets a full session ttl from now to call again; an inode state
+// naming a session with no record (which no write leaves behind) gives that session an expired
+// entry, so the next Tick ends it like any silent session: its opens, lease and locks go.
+Status MetadataService::LoadSessionState(int64_t now) {
+  auto sessions = store_->LoadSessions();
+  if (!sessions.ok()) return sessions.status();
+  auto states = store_->LoadInodeStates();
+  if (!states.ok()) return states.status();
+  std::unique_lock lock(mu_);
+  for (const SessionRecord& rec : *sessions) {
+    auto sess = std::make_unique<Session>();
+    sess->client_name = rec.client_name;
+    sess->last_seen_ms.store(now);
+    sessions_[rec.id] = std::move(sess);
+  }
+  size_t locks = 0, leases = 0, unknown = 0;
+  for (auto& [ino, st] : *states) {
+    for (uint64_t s : HoldersOf(st)) {
+      auto& sess = sessions_[s];
+      if (!sess) {
+        sess = std::make_unique<Session>();
+        sess->last_seen_ms.store(now - options_.session_ttl_ms - 1);
+        ++unknown;
+      }
+      sess->inodes.insert(ino.value());
+    }
+    locks += st.locks.size();
+    leases += st.lease_holder != 0 ? 1 : 0;
+    states_[ino.value()] = std::move(st);
+  }
+  // Truncate GC of an inode still open waits for its last close, as before the restart.
+  {
+    std::lock_guard cluster(cluster_mu_);
+    for (auto& [id, t] : gc_tasks_) {
+      auto st = states_.find(t.ino.value());
+      if (st == states_.end() || st->second.opens.empty()) continue;
+      t.held = true;
+      gc_held_[t.ino.value()].push_back(id);
+    }
+  }
+  if (!sessions_.empty() || !states_.empty()) {
+    Logger("meta")->info("restore sessions={} inode_states={} leases={} locks={} "
+                         "unrecorded_sessions={}: each session has {} ms to call again",
+                         sessions->size(), states_.size(), leases, locks, unknown,
+                         options_.session_ttl_ms);
+  }
   return OkStatus();
 }
 
@@ -261,6 +345,29 @@ void MetadataService::CachePutDentry(InodeId parent, std::string_view name,
   dentry_cache_[DentryCacheKey(parent, name)] = d.value_or(Dentry{});
 }
 
+// --- replay ---------------------------------------------------------------------------------
+namespace {
+thread_local RequestTag current_request;
+}  // namespace
+
+MetadataService::RequestScope::RequestScope(RequestTag tag) { current_request = tag; }
+MetadataService::RequestScope::~RequestScope() { current_request = RequestTag{}; }
+RequestTag MetadataService::CurrentRequestTag() { return current_request; }
+
+Result<bool> MetadataService::Replayed(const RequestTag& tag) {
+  if (tag.session == 0 || tag.id == 0) return false;
+  return store_->ReplayApplied(tag.session, tag.id);
+}
+
+uint64_t MetadataService::LeaseVersionFor(InodeId ino, SessionId session) {
+  std::shared_lock lock(mu_);
+  auto st = states_.find(ino.value());
+  if (st == states_.end() || session.value() == 0 || st->second.lease_holder != session.value()) {
+    return 0;
+  }
+  return st->second.lease_version;
+}
+
 // --- transactions -----------------------------------------------------------------------------
 uint64_t MetadataService::NextWriteVersion(Txn& txn) {
   return next_version_ + txn.new_versions++;
@@ -304,6 +411,16 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
     reserve = next_version_ + txn.new_versions + kVersionReserveStep;
     txn.batch.PutCounter("version_reserved", reserve);
   }
+  for (const auto& [ino, st] : txn.states) txn.batch.PutInodeState(InodeId(ino), st);
+  for (const SessionRecord& rec : txn.new_sessions) txn.batch.PutSession(rec);
+  for (uint64_t ended : txn.ended_sessions) txn.batch.DeleteSession(ended);
+  // The call's tag, so that a retry of it is answered from this record (RequestScope).
+  const RequestTag tag = CurrentRequestTag();
+  if (tag.session != 0 && tag.id != 0 && !txn.batch.empty() && sessions_.count(tag.session) &&
+      std::find(txn.ended_sessions.begin(), txn.ended_sessions.end(), tag.session) ==
+          txn.ended_sessions.end()) {
+    txn.batch.PutReplay(tag.session, tag.id);
+  }
   if (!txn.batch.empty()) AQ_RETURN_IF_ERROR(store_->Write(txn.batch, sync));
 
   // The batch is in the store: now memory follows.
@@ -329,7 +446,40 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
       gc_tasks_[t.id] = std::move(t);
     }
   }
+  for (const SessionRecord& rec : txn.new_sessions) {
+    auto sess = std::make_unique<Session>();
+    sess->client_name = rec.client_name;
+    sess->last_seen_ms.store(clocks_.mono_ms());
+    sessions_[rec.id] = std::move(sess);
+  }
+  for (auto& [ino, st] : txn.states) InstallState(ino, std::move(st));
+  for (uint64_t ended : txn.ended_sessions) sessions_.erase(ended);
   return OkStatus();
+}
+
+void MetadataService::InstallState(uint64_t ino, InodeState st) {
+  auto cur = states_.find(ino);
+  const bool was_open = cur != states_.end() && !cur->second.opens.empty();
+  const std::set<uint64_t> before =
+      cur != states_.end() ? HoldersOf(cur->second) : std::set<uint64_t>{};
+  const std::set<uint64_t> after = HoldersOf(st);
+  for (uint64_t s : before) {
+    auto sess = sessions_.find(s);
+    if (!after.count(s) && sess != sessions_.end()) sess->second->inodes.erase(ino);
+  }
+  for (uint64_t s : after) {
+    auto sess = sessions_.find(s);
+    if (sess != sessions_.end()) sess->second->inodes.insert(ino);
+  }
+  const bool open = !st.opens.empty();
+  if (st.empty()) {
+    if (cur != states_.end()) states_.erase(cur);
+  } else if (cur != states_.end()) {
+    cur->second = std::move(st);
+  } else {
+    states_.emplace(ino, std::move(st));
+  }
+  if (was_open && !open) ReleaseGcHolds(ino);  // the last close: held truncate GC may go
 }
 
 void MetadataService::ReleaseGcHolds(uint64_t ino) {
@@ -344,8 +494,7 @@ void MetadataService::ReleaseGcHolds(uint64_t ino) {
 }
 
 Status MetadataService::DropInode(Txn& txn, Inode* n) {
-  auto st = states_.find(n->ino.value());
-  bool open = st != states_.end() && !st->second.opens.empty();
+  const bool open = txn.IsOpen(n->ino.value());
   if (open && !n->is_dir()) {
     txn.Dirty(n);  // stays, nlink 0, until the last release or its session's end
     txn.batch.PutOrphan(n->ino);
@@ -359,8 +508,7 @@ Status MetadataService::DropInode(Txn& txn, Inode* n) {
 }
 
 Status MetadataService::MaybeDeleteOrphan(Txn& txn, InodeId ino) {
-  auto st = states_.find(ino.value());
-  if (st != states_.end() && !st->second.opens.empty()) return OkStatus();
+  if (txn.IsOpen(ino.value())) return OkStatus();
   auto n = txn.Get(ino);
   if (!n.ok()) {
     if (n.status().code() != Code::kNotFound) return n.status();
@@ -393,8 +541,7 @@ Status MetadataService::TruncateLocked(Txn& txn, Inode* n, uint64_t new_size, bo
       n->lost_stripes.erase(cut, n->lost_stripes.end());
       // A reader that opened before the truncate still names the old chunks: the GC waits for
       // the inode's last close (Release, ReleaseAllOf).
-      auto st = states_.find(n->ino.value());
-      const bool open = opening || (st != states_.end() && !st->second.opens.empty());
+      const bool open = opening || txn.IsOpen(n->ino.value());
       AddGcTask(txn, n->ino, from, floor, open);
     }
   }
@@ -609,12 +756,9 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
   OpenResult out;
   out.created = true;
   if (a.open_for_write) out.write_version = NextWriteVersion(txn);
-  Inode* added = txn.Add(std::move(n));
-  AQ_RETURN_IF_ERROR(Apply(txn, false));
-  out.attr = *added;
   if (a.session.value() != 0) {
-    uint64_t s = a.session.value();
-    InodeState& st = states_[out.attr.ino.value()];
+    const uint64_t s = a.session.value();
+    InodeState& st = txn.State(n.ino.value());
     OpenCount& oc = st.opens[s];
     oc.total++;
     if (a.open_for_write) {
@@ -622,9 +766,11 @@ Result<OpenResult> MetadataService::Create(const CreateArgs& a, const Caller& ca
       st.lease_holder = s;
       st.lease_version = out.write_version;
     }
-    sessions_.at(s)->inodes.insert(out.attr.ino.value());
-    TouchSession(a.session);
   }
+  Inode* added = txn.Add(std::move(n));
+  AQ_RETURN_IF_ERROR(Apply(txn, false));
+  out.attr = *added;
+  if (a.session.value() != 0) TouchSession(a.session);
   return out;
 }
 

@@ -119,8 +119,6 @@ struct SessionGrant {
   uint32_t lease_ttl_ms = 0;
 };
 
-// F_RDLCK, F_WRLCK, F_UNLCK as numbered in proto LockRequest.
-enum class LockType : uint32_t { kRead = 0, kWrite = 1, kUnlock = 2 };
 
 struct LockArgs {
   InodeId ino;
@@ -237,7 +235,7 @@ struct MovesReport {
   uint64_t moves_completed = 0;     // since this metadata server started
   uint64_t lost_stripes = 0;        // recorded lost (ReportLost), over lost_files files
   uint64_t lost_files = 0;
-  uint64_t degraded_stripes = 0;    // written below k + m, backfill pending (memory only)
+  uint64_t degraded_stripes = 0;    // written below k + m, backfill pending (persisted)
 };
 
 // Runtime knobs for moves; zero / nullopt keeps the current value.
@@ -255,6 +253,13 @@ struct ClusterMap {
   // 0 unless the namespace was restored from a backup (backup.h): the first write version and
   // inode number handed out after the last restore.
   uint64_t restore_version_floor = 0, restore_ino_floor = 0;
+};
+
+// Names the change a call makes, as the client tagged it (proto RequestTag): its session and a
+// number the client never uses twice in that session.
+struct RequestTag {
+  uint64_t session = 0;
+  uint64_t id = 0;
 };
 
 // Name of the virtual xattr that shows and sets layouts.
@@ -319,6 +324,27 @@ class MetadataService {
   Status SetLock(const LockArgs& args);
   Result<LockInfo> GetLock(const LockArgs& args);
 
+  // --- replay of retried changes (docs/design.md "Metadata server restarts") ---
+  // While a RequestScope lives on a thread, each store batch a method of this service writes on
+  // that thread also records the scope's tag (when its session is known), in the same batch, so
+  // that Replayed says the change was applied: a client that lost the reply (the connection broke,
+  // this server was killed) sends the call again with retry set, and the RPC edge answers it from
+  // what the first attempt did instead of running it twice. The RPC edge opens one scope per
+  // tagged call; scopes do not nest.
+  class RequestScope {
+   public:
+    explicit RequestScope(RequestTag tag);
+    ~RequestScope();
+    RequestScope(const RequestScope&) = delete;
+    RequestScope& operator=(const RequestScope&) = delete;
+  };
+  // Whether the change `tag` names was applied (false once a later change of the session took
+  // its replay slot: see kReplaySlots). Errors: the store's.
+  Result<bool> Replayed(const RequestTag& tag);
+  // The write version last handed to `session` as the holder of `ino`'s write lease (Open,
+  // Create, Commit); 0 when the session does not hold it.
+  uint64_t LeaseVersionFor(InodeId ino, SessionId session);
+
   // --- membership ---
   // Returns the server's id (stable per server_uuid) and the heartbeat interval in ms.
   Result<std::pair<ServerId, uint32_t>> RegisterServer(const ServerRegistration& reg);
@@ -361,29 +387,12 @@ class MetadataService {
 
  private:
   struct Txn;
-  struct OpenCount {
-    uint32_t total = 0;
-    uint32_t write = 0;
-  };
-  struct LockRecord {
-    uint64_t session;
-    uint64_t owner;
-    LockType type;
-    uint64_t start, end;
-    uint32_t pid;
-    bool flock;
-  };
-  struct InodeState {  // in memory only: opens, the write lease, locks
-    std::unordered_map<uint64_t, OpenCount> opens;  // by session
-    uint64_t lease_holder = 0;                      // session; 0 = none
-    uint64_t lease_version = 0;  // the last write version handed to the lease holder
-    std::vector<LockRecord> locks;
-    bool empty() const { return opens.empty() && lease_holder == 0 && locks.empty(); }
-  };
+  // A live session: persisted as a SessionRecord; last_seen_ms restarts at load, and inodes is
+  // an index rebuilt from the inode states.
   struct Session {
     std::string client_name;
     std::atomic<int64_t> last_seen_ms{0};
-    std::unordered_set<uint64_t> inodes;  // inodes it has open or locked
+    std::unordered_set<uint64_t> inodes;  // inodes it has open, leased or locked
   };
   struct ServerState {
     ServerRecord record;
@@ -392,15 +401,16 @@ class MetadataService {
     int64_t down_since_ms = 0;  // when it was marked down (valid while !up)
     uint64_t chunk_count = 0;
     uint64_t chunks_scrubbed = 0, corrupt_found = 0, corrupt_repaired = 0;
-    bool backfill_wanted = false;  // told in the next heartbeat reply (memory only)
-    // Degraded writes (memory only): the epoch of the last commit that named this server as
+    bool backfill_wanted = false;  // told in the next heartbeat reply (set again at load for
+                                   // the servers of persisted degraded writes)
+    // Degraded writes (memory; rebuilt at load from the persisted ones): the epoch of the last commit that named this server as
     // having missed chunks, the epoch its last backfill request covered, the backfills_complete
     // count it had reported when asked, and the epoch its completed backfills cover.
     uint64_t degraded_epoch = 0, asked_epoch = 0, done_epoch = 0;
     uint64_t complete_at_ask = 0, backfills_complete = 0;
   };
   // Stripes written below k + m by one commit, until every server that missed their chunks
-  // completed a backfill asked after it (or left the cluster).
+  // completed a backfill asked after it (or left the cluster). Persisted ('D' keys).
   struct DegradedWrite {
     uint64_t stripes = 0;
     uint64_t epoch = 0;
@@ -426,6 +436,7 @@ class MetadataService {
   MetadataService(std::unique_ptr<NamespaceStore> store, const MetaOptions& options,
                   Clocks clocks);
   Status Load();
+  Status LoadSessionState(int64_t now);
 
   // Cache and store access (mu_ held, shared or exclusive).
   Result<std::optional<Inode>> FindInode(InodeId ino);
@@ -435,7 +446,13 @@ class MetadataService {
   void CacheEraseInode(InodeId ino);
   void CachePutDentry(InodeId parent, std::string_view name, const std::optional<Dentry>& d);
 
+  // Writes the transaction's batch (with its inode states, sessions and the current call's
+  // replay record), then makes memory follow.
   Status Apply(Txn& txn, bool sync);
+  // Puts `st` in states_ (erasing it when empty), keeps the sessions' inode index, and releases
+  // GC holds at the last close (mu_ exclusive).
+  void InstallState(uint64_t ino, InodeState st);
+  static RequestTag CurrentRequestTag();
   // Removes the inode now, or keeps it as an orphan while a session has it open (mu_ exclusive).
   Status DropInode(Txn& txn, Inode* inode);
   // held: the task waits for the inode's last close (see gc_held_).
@@ -528,8 +545,8 @@ class MetadataService {
   std::map<uint32_t, PgTable> pg_tables_;
   std::map<uint64_t, GcTask> gc_tasks_;
   // Truncate GC tasks of inodes still open somewhere, by inode: not sent to data servers until
-  // the inode's last close, so a reader's view never loses the chunks it names. Memory only: a
-  // restart forgets opens, and with them the holds.
+  // the inode's last close, so a reader's view never loses the chunks it names. Rebuilt at load
+  // from the persisted opens (every GC task of an inode still open is held).
   std::map<uint64_t, std::vector<uint64_t>> gc_held_;
   // Inodes with lost stripes recorded, and how many (guarded by mu_; rebuilt at start from the
   // store's 'l' markers).

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -196,6 +197,31 @@ std::string MoveKey(uint64_t id) {
 std::string PgGcKey(uint64_t id) {
   std::string k("q");
   PutBE64(&k, id);
+  return k;
+}
+std::string SessionKey(uint64_t session) {
+  std::string k("S");
+  PutBE64(&k, session);
+  return k;
+}
+std::string StateKey(InodeId ino) {
+  std::string k("O");
+  PutBE64(&k, ino.value());
+  return k;
+}
+std::string ReplayPrefix(uint64_t session) {
+  std::string k("R");
+  PutBE64(&k, session);
+  return k;
+}
+std::string ReplayKey(uint64_t session, uint64_t request_id) {
+  std::string k = ReplayPrefix(session);
+  PutBE32(&k, static_cast<uint32_t>(request_id % kReplaySlots));
+  return k;
+}
+std::string DegradedKey(uint64_t epoch) {
+  std::string k("D");
+  PutBE64(&k, epoch);
   return k;
 }
 
@@ -424,6 +450,68 @@ void StoreBatch::PutCounter(std::string_view name, uint64_t value) {
   e.U64(value);
   ops_.push_back({StoreOp::Kind::kPut, CounterKey(name), e.Take()});
 }
+void StoreBatch::PutSession(const SessionRecord& s) {
+  Encoder e;
+  e.U64(s.id);
+  e.Str(s.client_name);
+  ops_.push_back({StoreOp::Kind::kPut, SessionKey(s.id), e.Take()});
+}
+void StoreBatch::DeleteSession(uint64_t session) {
+  ops_.push_back({StoreOp::Kind::kDelete, SessionKey(session), {}});
+  ops_.push_back({StoreOp::Kind::kDeletePrefix, ReplayPrefix(session), {}});
+}
+void StoreBatch::PutInodeState(InodeId ino, const InodeState& st) {
+  if (st.empty()) {
+    ops_.push_back({StoreOp::Kind::kDelete, StateKey(ino), {}});
+    return;
+  }
+  Encoder e;
+  e.U64(ino.value());
+  e.U64(st.lease_holder);
+  e.U64(st.lease_version);
+  // Sorted by session, so one state always encodes to the same bytes.
+  std::vector<std::pair<uint64_t, OpenCount>> opens(st.opens.begin(), st.opens.end());
+  std::sort(opens.begin(), opens.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  e.U32(static_cast<uint32_t>(opens.size()));
+  for (const auto& [session, oc] : opens) {
+    e.U64(session);
+    e.U32(oc.total);
+    e.U32(oc.write);
+  }
+  e.U32(static_cast<uint32_t>(st.locks.size()));
+  for (const LockRecord& l : st.locks) {
+    e.U64(l.session);
+    e.U64(l.owner);
+    e.U32(static_cast<uint32_t>(l.type));
+    e.U64(l.start);
+    e.U64(l.end);
+    e.U32(l.pid);
+    e.U8(l.flock ? 1 : 0);
+  }
+  ops_.push_back({StoreOp::Kind::kPut, StateKey(ino), e.Take()});
+}
+void StoreBatch::PutReplay(uint64_t session, uint64_t request_id) {
+  Encoder e;
+  e.U64(request_id);
+  ops_.push_back({StoreOp::Kind::kPut, ReplayKey(session, request_id), e.Take()});
+}
+void StoreBatch::PutDegradedWrite(const DegradedWriteRecord& w) {
+  Encoder e;
+  e.U64(w.epoch);
+  e.U64(w.stripes);
+  e.U32(static_cast<uint32_t>(w.servers.size()));
+  for (uint32_t id : w.servers) e.U32(id);
+  ops_.push_back({StoreOp::Kind::kPut, DegradedKey(w.epoch), e.Take()});
+}
+void StoreBatch::DeleteDegradedWrite(uint64_t epoch) {
+  ops_.push_back({StoreOp::Kind::kDelete, DegradedKey(epoch), {}});
+}
+void StoreBatch::DeleteSessionState() {
+  for (const char* prefix : {"S", "O", "R"}) {
+    ops_.push_back({StoreOp::Kind::kDeletePrefix, prefix, {}});
+  }
+}
 
 // --- typed reads --------------------------------------------------------------------------
 Result<std::optional<Inode>> NamespaceStore::GetInode(InodeId ino) {
@@ -634,6 +722,89 @@ Result<std::vector<PgGcTask>> NamespaceStore::LoadPgGcTasks() {
     return !bad;
   }));
   if (bad) return Corruption("pg gc task record is truncated");
+  return out;
+}
+
+Result<std::vector<SessionRecord>> NamespaceStore::LoadSessions() {
+  std::vector<SessionRecord> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("S", "S", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    SessionRecord s;
+    s.id = d.U64();
+    s.client_name = d.Str();
+    if (!d.ok() || s.id == 0) bad = true;
+    out.push_back(std::move(s));
+    return !bad;
+  }));
+  if (bad) return Corruption("session record is truncated");
+  return out;
+}
+
+Result<std::vector<std::pair<InodeId, InodeState>>> NamespaceStore::LoadInodeStates() {
+  std::vector<std::pair<InodeId, InodeState>> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("O", "O", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    InodeId ino(d.U64());
+    InodeState st;
+    st.lease_holder = d.U64();
+    st.lease_version = d.U64();
+    const uint32_t opens = d.U32();
+    for (uint32_t i = 0; i < opens && d.ok(); ++i) {
+      const uint64_t session = d.U64();
+      OpenCount oc;
+      oc.total = d.U32();
+      oc.write = d.U32();
+      st.opens[session] = oc;
+    }
+    const uint32_t locks = d.U32();
+    for (uint32_t i = 0; i < locks && d.ok(); ++i) {
+      LockRecord l;
+      l.session = d.U64();
+      l.owner = d.U64();
+      const uint32_t type = d.U32();
+      if (type > static_cast<uint32_t>(LockType::kWrite)) bad = true;
+      l.type = static_cast<LockType>(type);
+      l.start = d.U64();
+      l.end = d.U64();
+      l.pid = d.U32();
+      l.flock = d.U8() != 0;
+      st.locks.push_back(l);
+    }
+    if (!d.ok() || !d.AtEnd()) bad = true;
+    out.emplace_back(ino, std::move(st));
+    return !bad;
+  }));
+  if (bad) return Corruption("inode state record is truncated or bad");
+  return out;
+}
+
+Result<bool> NamespaceStore::ReplayApplied(uint64_t session, uint64_t request_id) {
+  auto raw = GetRaw(ReplayKey(session, request_id));
+  if (!raw.ok()) return raw.status();
+  if (!raw->has_value()) return false;
+  Decoder d(**raw);
+  const uint64_t recorded = d.U64();
+  if (!d.ok()) return Corruption("replay record is truncated");
+  return recorded == request_id;
+}
+
+Result<std::vector<DegradedWriteRecord>> NamespaceStore::LoadDegradedWrites() {
+  std::vector<DegradedWriteRecord> out;
+  bool bad = false;
+  AQ_RETURN_IF_ERROR(ScanRaw("D", "D", [&](std::string_view, std::string_view value) {
+    Decoder d(value);
+    DegradedWriteRecord w;
+    w.epoch = d.U64();
+    w.stripes = d.U64();
+    const uint32_t n = d.U32();
+    for (uint32_t i = 0; i < n && d.ok(); ++i) w.servers.push_back(d.U32());
+    if (!d.ok()) bad = true;
+    out.push_back(std::move(w));
+    return !bad;
+  }));
+  if (bad) return Corruption("degraded write record is truncated");
   return out;
 }
 

@@ -16,6 +16,10 @@
 //   'm' move_id             -> MoveTask
 //   'q' pg_gc_id            -> PgGcTask
 //   'c' name                -> counter (uint64)
+//   'S' session             -> SessionRecord
+//   'O' ino                 -> InodeState (opens by session, write lease, locks)
+//   'R' session slot (32)   -> request id: the last tagged change applied in that slot
+//   'D' epoch               -> DegradedWriteRecord
 // Threading: every method is safe to call concurrently; a batch is applied atomically, but
 // read-modify-write ordering is the caller's business (MetadataService serialises writers).
 #pragma once
@@ -26,12 +30,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "aquifer/status.h"
 #include "metadata/types.h"
 
 namespace aquifer::meta {
+
+// Replay records per session (`R` keys): a tagged change with request id N is remembered in slot
+// N % kReplaySlots until a later one of the same session takes the slot. A retry comes within
+// seconds, while a session has at most a few dozen calls in flight.
+inline constexpr uint64_t kReplaySlots = 4096;
 
 // One raw mutation of a StoreBatch.
 struct StoreOp {
@@ -67,6 +77,18 @@ class StoreBatch {
   void PutPgGcTask(const PgGcTask& task);
   void DeletePgGcTask(uint64_t id);
   void PutCounter(std::string_view name, uint64_t value);
+  // Session state (docs/design.md "Metadata server restarts"). DeleteSession also deletes the
+  // session's replay records; PutInodeState of an empty state deletes the record.
+  void PutSession(const SessionRecord& session);
+  void DeleteSession(uint64_t session);
+  void PutInodeState(InodeId ino, const InodeState& state);
+  // Records that the change `request_id` of `session` was applied (slot request_id %
+  // kReplaySlots; an earlier id in that slot is forgotten).
+  void PutReplay(uint64_t session, uint64_t request_id);
+  void PutDegradedWrite(const DegradedWriteRecord& write);
+  void DeleteDegradedWrite(uint64_t epoch);
+  // Every session, inode state and replay record (a restore: none of them is true any more).
+  void DeleteSessionState();
 
   const std::vector<StoreOp>& ops() const { return ops_; }
   bool empty() const { return ops_.empty(); }
@@ -96,6 +118,11 @@ class NamespaceStore {
   Result<std::vector<PgTable>> LoadPgTables();
   Result<std::vector<MoveTask>> LoadMoveTasks();
   Result<std::vector<PgGcTask>> LoadPgGcTasks();
+  Result<std::vector<SessionRecord>> LoadSessions();
+  Result<std::vector<std::pair<InodeId, InodeState>>> LoadInodeStates();
+  // Whether PutReplay(session, request_id) was written and its slot not taken since.
+  Result<bool> ReplayApplied(uint64_t session, uint64_t request_id);
+  Result<std::vector<DegradedWriteRecord>> LoadDegradedWrites();
 
   // Applies `batch` atomically. sync: durable on disk (fsync) before returning; otherwise it
   // survives a crash of the process (WAL in the page cache) but maybe not a power loss.

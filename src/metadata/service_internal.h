@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -50,6 +51,27 @@ struct MetadataService::Txn {
     batch.DeleteDentry(parent, name, seq);
     dentries.emplace_back(parent, std::string(name), std::nullopt);
   }
+  // The inode's session state as this transaction changes it: a copy of the service's, which
+  // Apply persists and then installs (so opens, leases and locks are in the same batch as the
+  // change that made them, and a failed write leaves memory as it was).
+  InodeState& State(uint64_t ino) {
+    auto it = states.find(ino);
+    if (it != states.end()) return it->second;
+    auto cur = svc->states_.find(ino);
+    return states.emplace(ino, cur != svc->states_.end() ? cur->second : InodeState{})
+        .first->second;
+  }
+  // The state as this transaction sees it, or null when the inode has none.
+  const InodeState* FindState(uint64_t ino) const {
+    auto it = states.find(ino);
+    if (it != states.end()) return &it->second;
+    auto cur = svc->states_.find(ino);
+    return cur != svc->states_.end() ? &cur->second : nullptr;
+  }
+  bool IsOpen(uint64_t ino) const {
+    const InodeState* st = FindState(ino);
+    return st != nullptr && !st->opens.empty();
+  }
 
   MetadataService* svc;
   StoreBatch batch;
@@ -58,6 +80,9 @@ struct MetadataService::Txn {
   std::set<uint64_t> deleted;
   std::vector<std::tuple<InodeId, std::string, std::optional<Dentry>>> dentries;
   std::vector<GcTask> gc;
+  std::map<uint64_t, InodeState> states;       // staged (State)
+  std::vector<SessionRecord> new_sessions;     // OpenSession
+  std::vector<uint64_t> ended_sessions;        // closed or expired (ReleaseAllOf)
   uint64_t new_inos = 0;     // inode numbers taken from next_ino_
   int64_t inode_delta = 0;   // change of inode_count_
   uint64_t new_gc = 0;       // ids taken from next_gc_id_

@@ -53,18 +53,19 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
   }
   const bool lease = write && n->is_reg();
   if (lease) {
-    auto st = states_.find(ino.value());
-    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s) {
-      if (SessionAlive(st->second.lease_holder)) {
+    const InodeState* cur = txn.FindState(ino.value());
+    if (cur != nullptr && cur->lease_holder != 0 && cur->lease_holder != s) {
+      if (SessionAlive(cur->lease_holder)) {
         return Status(Code::kWouldBlock, "inode " + ino.ToString() +
                                              " is open for write by session " +
-                                             std::to_string(st->second.lease_holder));
+                                             std::to_string(cur->lease_holder));
       }
       // The holder's session is past its ttl but not reaped yet (the reaper would find the
       // lease gone and abandon nothing): what it wrote and never committed is abandoned now.
-      AbandonLeaseVersion(txn, ino, st->second.lease_version);
-      st->second.lease_holder = 0;
-      st->second.lease_version = 0;
+      InodeState& st = txn.State(ino.value());
+      AbandonLeaseVersion(txn, ino, st.lease_version);
+      st.lease_holder = 0;
+      st.lease_version = 0;
     }
   }
   OpenResult out;
@@ -75,10 +76,8 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
   }
   // After the truncate: the writer's version is above the floor the truncate set.
   if (lease) out.write_version = NextWriteVersion(txn);
-  AQ_RETURN_IF_ERROR(Apply(txn, false));
-  out.attr = *n;
   if (s != 0) {
-    InodeState& st = states_[ino.value()];
+    InodeState& st = txn.State(ino.value());
     OpenCount& oc = st.opens[s];
     oc.total++;
     if (lease) {
@@ -86,9 +85,10 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
       st.lease_holder = s;
       st.lease_version = out.write_version;
     }
-    sessions_.at(s)->inodes.insert(ino.value());
-    TouchSession(session);
   }
+  AQ_RETURN_IF_ERROR(Apply(txn, false));
+  out.attr = *n;
+  if (s != 0) TouchSession(session);
   return out;
 }
 
@@ -97,33 +97,28 @@ Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) 
   if (s == 0) return OkStatus();
   std::unique_lock lock(mu_);
   TouchSession(session);
-  auto st = states_.find(ino.value());
-  if (st == states_.end()) return OkStatus();
-  auto oc = st->second.opens.find(s);
-  if (oc == st->second.opens.end()) return OkStatus();
+  Txn txn(this);
+  const InodeState* cur = txn.FindState(ino.value());
+  if (cur == nullptr || !cur->opens.count(s)) return OkStatus();
+  InodeState& st = txn.State(ino.value());
+  auto oc = st.opens.find(s);
   if (oc->second.total > 0) oc->second.total--;
   if (was_write && oc->second.write > 0) oc->second.write--;
-  if (oc->second.write == 0 && st->second.lease_holder == s) {
-    st->second.lease_holder = 0;
-    st->second.lease_version = 0;
+  if (oc->second.write == 0 && st.lease_holder == s) {
+    st.lease_holder = 0;
+    st.lease_version = 0;
   }
   if (oc->second.total == 0) {
-    st->second.opens.erase(oc);
-    if (st->second.opens.empty()) ReleaseGcHolds(ino.value());
-    auto& locks = st->second.locks;  // no descriptor of this session is left: its locks go
+    st.opens.erase(oc);
+    auto& locks = st.locks;  // no descriptor of this session is left: its locks go
     locks.erase(std::remove_if(locks.begin(), locks.end(),
                                [s](const LockRecord& l) { return l.session == s; }),
                 locks.end());
-    auto sess = sessions_.find(s);
-    if (sess != sessions_.end()) sess->second->inodes.erase(ino.value());
   }
-  if (st->second.empty()) states_.erase(st);
-  Txn txn(this);
   AQ_RETURN_IF_ERROR(MaybeDeleteOrphan(txn, ino));
   Status applied = Apply(txn, false);
   if (!applied.ok()) {
-    // The orphan marker stays; the next start deletes the inode.
-    Logger("meta")->error("release orphan inode={} failed: {}", ino.value(), applied.ToString());
+    Logger("meta")->error("release inode={} failed: {}", ino.value(), applied.ToString());
   }
   return applied;
 }
@@ -139,9 +134,9 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     if (n->is_dir()) return Status(Code::kIsDirectory, "commit on a directory");
     if (!n->is_reg()) return InvalidArgument("commit on a non-regular file");
     const uint64_t s = a.session.value();
-    auto st = states_.find(a.ino.value());
-    if (st != states_.end() && st->second.lease_holder != 0 && st->second.lease_holder != s &&
-        SessionAlive(st->second.lease_holder)) {
+    const InodeState* cur = txn.FindState(a.ino.value());
+    if (cur != nullptr && cur->lease_holder != 0 && cur->lease_holder != s &&
+        SessionAlive(cur->lease_holder)) {
       return Status(Code::kStale, "commit: the write lease of inode " + a.ino.ToString() +
                                       " is held by another session");
     }
@@ -187,12 +182,13 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     n->data_version = std::max(n->data_version, a.write_version);
     txn.Dirty(n);
     out.next_write_version = NextWriteVersion(txn);
+    // The version the holder writes next is part of its lease: the one abandoned if it dies.
+    if (s != 0 && cur != nullptr && cur->lease_holder == s) {
+      txn.State(a.ino.value()).lease_version = out.next_write_version;
+    }
     AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("meta.commit.before_apply"));
     AQ_RETURN_IF_ERROR(Apply(txn, false));
     AQ_FAILPOINT("meta.commit.after_apply");
-    if (st != states_.end() && st->second.lease_holder == s) {
-      st->second.lease_version = out.next_write_version;
-    }
     out.attr = *n;
     if (s != 0) TouchSession(a.session);
   }
@@ -215,11 +211,13 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
                            id.value(), a.ino.value());
     }
     if (!w.servers.empty()) {
+      StoreBatch b;
       if (degraded_writes_.size() >= 65536) {
         // Keep the count: fold the oldest into the next one (which covers the same or later
         // epochs, so it is settled no earlier).
         DegradedWrite oldest = std::move(degraded_writes_.front());
         degraded_writes_.pop_front();
+        b.DeleteDegradedWrite(oldest.epoch);
         w.stripes += oldest.stripes;
         for (uint32_t id : oldest.servers) {
           if (std::find(w.servers.begin(), w.servers.end(), id) == w.servers.end()) {
@@ -227,6 +225,11 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
           }
         }
       }
+      // Persisted, so the backfill requests and the degraded count outlive a restart (unsynced:
+      // a crash of this process keeps it; the hourly scrub's backfill covers a power loss).
+      b.PutDegradedWrite(DegradedWriteRecord{w.epoch, w.stripes, w.servers});
+      Status st = store_->Write(b, false);
+      if (!st.ok()) Logger("meta")->error("persist degraded write failed: {}", st.ToString());
       degraded_writes_.push_back(std::move(w));
     }
   }
@@ -304,11 +307,11 @@ Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint
 Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name) {
   std::unique_lock lock(mu_);
   // Ids never repeat across restarts: the boot epoch is in the high bits.
-  uint64_t id = (generation_ << 32) | ++next_session_;
-  auto sess = std::make_unique<Session>();
-  sess->client_name = std::string(client_name);
-  sess->last_seen_ms.store(clocks_.mono_ms());
-  sessions_[id] = std::move(sess);
+  uint64_t id = (generation_ << 32) | (next_session_ + 1);
+  Txn txn(this);
+  txn.new_sessions.push_back(SessionRecord{id, std::string(client_name)});
+  AQ_RETURN_IF_ERROR(Apply(txn, false));
+  ++next_session_;
   Logger("meta")->info("open session={} client={}", id, client_name);
   return SessionGrant{SessionId(id), options_.session_ttl_ms};
 }
@@ -326,24 +329,22 @@ void MetadataService::ReleaseAllOf(Txn& txn, uint64_t s) {
   auto it = sessions_.find(s);
   if (it == sessions_.end()) return;
   std::vector<uint64_t> inodes(it->second->inodes.begin(), it->second->inodes.end());
-  sessions_.erase(it);
+  txn.ended_sessions.push_back(s);
   for (uint64_t ino : inodes) {
-    auto st = states_.find(ino);
-    if (st == states_.end()) continue;
-    st->second.opens.erase(s);
-    if (st->second.opens.empty()) ReleaseGcHolds(ino);
-    if (st->second.lease_holder == s) {
+    if (txn.FindState(ino) == nullptr) continue;
+    InodeState& st = txn.State(ino);
+    st.opens.erase(s);
+    if (st.lease_holder == s) {
       // The session ended holding the write lease (a crash, or an unmount with the file still
       // open): the version it was last handed may have chunks that were never committed.
-      AbandonLeaseVersion(txn, InodeId(ino), st->second.lease_version);
-      st->second.lease_holder = 0;
-      st->second.lease_version = 0;
+      AbandonLeaseVersion(txn, InodeId(ino), st.lease_version);
+      st.lease_holder = 0;
+      st.lease_version = 0;
     }
-    auto& locks = st->second.locks;
+    auto& locks = st.locks;
     locks.erase(std::remove_if(locks.begin(), locks.end(),
                                [s](const LockRecord& l) { return l.session == s; }),
                 locks.end());
-    if (st->second.empty()) states_.erase(st);
     Status del = MaybeDeleteOrphan(txn, InodeId(ino));
     if (!del.ok()) {
       Logger("meta")->error("drop orphan inode={} failed: {}", ino, del.ToString());
@@ -378,7 +379,8 @@ Status MetadataService::SetLock(const LockArgs& a) {
   TouchSession(a.session);
   const uint64_t start = a.flock ? 0 : a.start;
   const uint64_t end = a.flock ? UINT64_MAX : a.end;
-  InodeState& st = states_[a.ino.value()];
+  Txn txn(this);
+  InodeState& st = txn.State(a.ino.value());
   auto mine = [&](const LockRecord& l) {
     return l.session == s && l.owner == a.owner && l.flock == a.flock;
   };
@@ -412,12 +414,7 @@ Status MetadataService::SetLock(const LockArgs& a) {
     kept.push_back(LockRecord{s, a.owner, a.type, start, end, a.pid, a.flock});
   }
   st.locks = std::move(kept);
-  if (st.empty()) {
-    states_.erase(a.ino.value());
-  } else if (!st.locks.empty()) {
-    sessions_.at(s)->inodes.insert(a.ino.value());
-  }
-  return OkStatus();
+  return Apply(txn, false);  // persisted: a held lock outlives a restart of this server
 }
 
 Result<LockInfo> MetadataService::GetLock(const LockArgs& a) {
@@ -1068,8 +1065,10 @@ void MetadataService::Tick() {
 }
 
 void MetadataService::SettleDegradedWrites() {
+  StoreBatch b;
   for (auto it = degraded_writes_.begin(); it != degraded_writes_.end();) {
     auto& ids = it->servers;
+    const size_t before = ids.size();
     ids.erase(std::remove_if(ids.begin(), ids.end(),
                              [&](uint32_t id) {
                                auto s = servers_.find(id);
@@ -1079,8 +1078,16 @@ void MetadataService::SettleDegradedWrites() {
                                       s->second.done_epoch >= it->epoch;
                              }),
               ids.end());
+    if (ids.empty()) {
+      b.DeleteDegradedWrite(it->epoch);
+    } else if (ids.size() != before) {
+      b.PutDegradedWrite(DegradedWriteRecord{it->epoch, it->stripes, ids});
+    }
     it = ids.empty() ? degraded_writes_.erase(it) : std::next(it);
   }
+  if (b.empty()) return;
+  Status st = store_->Write(b, false);
+  if (!st.ok()) Logger("meta")->error("persist settled degraded writes failed: {}", st.ToString());
 }
 
 std::vector<GcTask> MetadataService::PendingGcTasks() {

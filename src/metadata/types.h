@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "aquifer/ids.h"
@@ -176,6 +177,53 @@ struct PgGcTask {
   uint32_t pg_width = 0;
   uint32_t pg_index = 0;
   uint32_t position = 0;
+};
+
+// --- state of sessions, kept across restarts (docs/design.md "Metadata server restarts") ---
+
+// A client session as persisted: its id and the name the client gave. Liveness (the last call's
+// time) is memory only: a restart gives every recorded session a fresh session ttl.
+struct SessionRecord {
+  uint64_t id = 0;
+  std::string client_name;
+};
+
+// F_RDLCK, F_WRLCK, F_UNLCK as numbered in proto LockRequest.
+enum class LockType : uint32_t { kRead = 0, kWrite = 1, kUnlock = 2 };
+
+// Opens of one inode by one session: all of them, and how many are for write.
+struct OpenCount {
+  uint32_t total = 0;
+  uint32_t write = 0;
+};
+
+// One held fcntl (POSIX or OFD) or flock lock. [start, end] inclusive, end UINT64_MAX = to the
+// end of the file; flock locks are whole-file and never conflict with fcntl ones.
+struct LockRecord {
+  uint64_t session = 0;
+  uint64_t owner = 0;
+  LockType type = LockType::kRead;
+  uint64_t start = 0, end = 0;
+  uint32_t pid = 0;
+  bool flock = false;
+};
+
+// What sessions hold on one inode: opens by session, the write lease, locks. Persisted with every
+// change, in the batch of the operation that made it.
+struct InodeState {
+  std::unordered_map<uint64_t, OpenCount> opens;  // by session
+  uint64_t lease_holder = 0;                      // session; 0 = none
+  uint64_t lease_version = 0;  // the last write version handed to the lease holder
+  std::vector<LockRecord> locks;
+  bool empty() const { return opens.empty() && lease_holder == 0 && locks.empty(); }
+};
+
+// Stripes one commit wrote below k + m, and the data servers that missed their chunks (each asked
+// for a backfill), persisted until all of those servers completed one asked after it.
+struct DegradedWriteRecord {
+  uint64_t epoch = 0;  // orders them; > every earlier one's
+  uint64_t stripes = 0;
+  std::vector<uint32_t> servers;
 };
 
 }  // namespace aquifer::meta

@@ -985,7 +985,10 @@ TEST_F(MetadataServiceTest, OrphanGoesWhenItsSessionExpires) {
   CheckInvariants();
 }
 
-TEST_F(MetadataServiceTest, OrphansLeftByACrashAreDeletedAtStart) {
+// An orphan (unlinked while open) outlives a crash of the server as long as the session that
+// holds it open does: the session, its open and its write lease are persisted. When that session
+// then stays silent past its ttl, the orphan is deleted and its chunks are queued for GC.
+TEST_F(MetadataServiceTest, AnOrphanOpenByARecordedSessionOutlivesACrashThenGoesWithIt) {
   auto dir = std::filesystem::temp_directory_path() /
              ("aquifer-meta-orphan-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -999,15 +1002,137 @@ TEST_F(MetadataServiceTest, OrphansLeftByACrashAreDeletedAtStart) {
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
   ASSERT_TRUE(svc_->GetAttr(c->attr.ino).ok());
-  svc_.reset();  // "crash": the session is gone with the process
+  svc_.reset();  // "crash"
   auto reopened = OpenRocksStore(dir.string());
   ASSERT_TRUE(reopened.ok());
   Restart(std::move(*reopened));
+  EXPECT_TRUE(svc_->GetAttr(c->attr.ino).ok()) << "the orphan went although its session lives";
+  EXPECT_TRUE(svc_->KeepAlive(s->session).ok()) << "the session was not restored";
+  mono_ms_ += opts_.session_ttl_ms + 1;  // the client never calls again
+  svc_->Tick();
   EXPECT_EQ(svc_->GetAttr(c->attr.ino).status().code(), Code::kNotFound);
   bool found = false;
   for (const auto& t : svc_->PendingGcTasks()) found |= t.ino == c->attr.ino;
   EXPECT_TRUE(found);
+  EXPECT_EQ(svc_->KeepAlive(s->session).code(), Code::kStale);
   CheckInvariants();
+  svc_.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Sessions, write leases, opens and locks are in the store with the change that made them: after
+// a crash the same session still holds its lease and its locks (others are refused), can commit
+// and unlock, and a change the RPC edge tagged is remembered as applied (Replayed), so a retry
+// of it is not run twice.
+TEST_F(MetadataServiceTest, LeasesLocksAndTaggedChangesOutliveACrash) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("aquifer-meta-sessions-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto store = OpenRocksStore(dir.string());
+  ASSERT_TRUE(store.ok());
+  Restart(std::move(*store));
+  AddServers(6);
+  auto s1 = svc_->OpenSession("one");
+  ASSERT_TRUE(s1.ok());
+  Result<OpenResult> c = Status(Code::kInternal, "unset");
+  {
+    MetadataService::RequestScope scope(RequestTag{s1->session.value(), 7});
+    c = svc_->Create(CreateArgs{kRootInode, "f", S_IFREG | 0644, 0, true, s1->session, true},
+                     Root());
+  }
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const InodeId ino = c->attr.ino;
+  ASSERT_TRUE(svc_->SetLock(LockArgs{ino, s1->session, 11, LockType::kWrite, 0, 99, 42, false}).ok());
+  ASSERT_TRUE(svc_->SetLock(LockArgs{ino, s1->session, 12, LockType::kWrite, 0, 0, 42, true}).ok());
+  svc_.reset();  // "crash"
+  auto reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  AddServers(6);
+
+  EXPECT_TRUE(svc_->KeepAlive(s1->session).ok());
+  auto s2 = svc_->OpenSession("two");
+  ASSERT_TRUE(s2.ok());
+  EXPECT_NE(s2->session, s1->session);
+  EXPECT_EQ(svc_->Open(ino, O_WRONLY, s2->session, Root()).status().code(), Code::kWouldBlock);
+  EXPECT_EQ(svc_->SetLock(LockArgs{ino, s2->session, 1, LockType::kRead, 50, 60, 9, false}).code(),
+            Code::kWouldBlock);
+  EXPECT_EQ(svc_->SetLock(LockArgs{ino, s2->session, 2, LockType::kWrite, 0, 0, 9, true}).code(),
+            Code::kWouldBlock);
+  auto held = svc_->GetLock(LockArgs{ino, s2->session, 1, LockType::kWrite, 0, 10, 0, false});
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->type, LockType::kWrite);
+  EXPECT_EQ(held->pid, 42u);
+  EXPECT_EQ(svc_->LeaseVersionFor(ino, s1->session), c->write_version);
+  EXPECT_EQ(svc_->LeaseVersionFor(ino, s2->session), 0u);
+
+  EXPECT_TRUE(*svc_->Replayed(RequestTag{s1->session.value(), 7}));
+  EXPECT_FALSE(*svc_->Replayed(RequestTag{s1->session.value(), 8}));
+  EXPECT_FALSE(*svc_->Replayed(RequestTag{s1->session.value(), 7 + kReplaySlots}));
+  EXPECT_FALSE(*svc_->Replayed(RequestTag{s2->session.value(), 7}));
+
+  auto committed = svc_->Commit(CommitArgs{ino, s1->session, 100, {1, 1}, c->write_version, false});
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(svc_->LeaseVersionFor(ino, s1->session), committed->next_write_version);
+  ASSERT_TRUE(svc_->SetLock(LockArgs{ino, s1->session, 11, LockType::kUnlock, 0, 99, 42, false}).ok());
+  EXPECT_TRUE(svc_->SetLock(LockArgs{ino, s2->session, 1, LockType::kRead, 50, 60, 9, false}).ok());
+  ASSERT_TRUE(svc_->Release(ino, s1->session, true).ok());  // the last close frees flock too
+  EXPECT_TRUE(svc_->SetLock(LockArgs{ino, s2->session, 2, LockType::kWrite, 0, 0, 9, true}).ok());
+  EXPECT_TRUE(svc_->Open(ino, O_WRONLY, s2->session, Root()).ok());
+
+  // A closed session's records go with it.
+  ASSERT_TRUE(svc_->CloseSession(s1->session).ok());
+  EXPECT_FALSE(*svc_->Replayed(RequestTag{s1->session.value(), 7}));
+  svc_.reset();
+  reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  EXPECT_EQ(svc_->KeepAlive(s1->session).code(), Code::kStale);
+  EXPECT_TRUE(svc_->KeepAlive(s2->session).ok());
+  CheckInvariants();
+  svc_.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Degraded writes (stripes a client wrote without some server's chunks) and the backfill request
+// they make outlive a crash: the server is asked again after the restart and the count stays
+// until a backfill it completes after that request.
+TEST_F(MetadataServiceTest, DegradedWritesAndTheirBackfillRequestOutliveACrash) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("aquifer-meta-degraded-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto store = OpenRocksStore(dir.string());
+  ASSERT_TRUE(store.ok());
+  Restart(std::move(*store));
+  AddServers(6);
+  auto s = svc_->OpenSession("c");
+  auto c = svc_->Create(CreateArgs{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true},
+                        Root());
+  ASSERT_TRUE(c.ok());
+  CommitArgs commit{c->attr.ino, s->session, 100, {1, 1}, c->write_version, false};
+  commit.backfill_servers = {ServerId(3)};
+  commit.degraded_stripes = 2;
+  ASSERT_TRUE(svc_->Commit(commit).ok());
+  EXPECT_EQ(svc_->GetMoves().degraded_stripes, 2u);
+  svc_.reset();  // "crash" before server 3 heard of it
+  auto reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  EXPECT_EQ(svc_->GetMoves().degraded_stripes, 2u);
+  HeartbeatArgs hb;
+  hb.server = ServerId(3);
+  hb.backfills_complete = 0;
+  auto asked = svc_->Heartbeat(hb);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_TRUE(asked->backfill) << "the backfill request was lost with the restart";
+  hb.backfills_complete = 1;  // its pass completed
+  ASSERT_TRUE(svc_->Heartbeat(hb).ok());
+  EXPECT_EQ(svc_->GetMoves().degraded_stripes, 0u);
+  svc_.reset();
+  reopened = OpenRocksStore(dir.string());
+  ASSERT_TRUE(reopened.ok());
+  Restart(std::move(*reopened));
+  EXPECT_EQ(svc_->GetMoves().degraded_stripes, 0u) << "a settled write came back";
   svc_.reset();
   std::filesystem::remove_all(dir);
 }

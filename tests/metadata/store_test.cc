@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -157,7 +158,155 @@ TEST_P(StoreTest, CountersGcTasksServersAndPgTablesRoundTrip) {
   EXPECT_TRUE(store_->Sync().ok());
 }
 
+// Session state (docs/design.md "Metadata server restarts") round-trips: sessions, inode states
+// with opens, lease and locks, replay records by slot, degraded writes; deleting a session
+// deletes its replay records, an empty state deletes its record, DeleteSessionState clears all.
+TEST_P(StoreTest, SessionStateRoundTripsAndGoesWithItsSession) {
+  StoreBatch b;
+  b.PutSession(SessionRecord{(uint64_t{5} << 32) | 1, "host-a"});
+  b.PutSession(SessionRecord{(uint64_t{5} << 32) | 2, ""});
+  InodeState st;
+  st.opens[(uint64_t{5} << 32) | 1] = OpenCount{3, 1};
+  st.opens[(uint64_t{5} << 32) | 2] = OpenCount{1, 0};
+  st.lease_holder = (uint64_t{5} << 32) | 1;
+  st.lease_version = 99;
+  st.locks.push_back(LockRecord{(uint64_t{5} << 32) | 2, 17, LockType::kWrite, 10, UINT64_MAX, 4242,
+                                false});
+  st.locks.push_back(LockRecord{(uint64_t{5} << 32) | 1, 18, LockType::kRead, 0, UINT64_MAX, 1, true});
+  b.PutInodeState(InodeId(40), st);
+  b.PutReplay((uint64_t{5} << 32) | 1, 7);
+  b.PutReplay((uint64_t{5} << 32) | 2, 7);
+  b.PutDegradedWrite(DegradedWriteRecord{9, 4, {2, 3}});
+  b.PutDegradedWrite(DegradedWriteRecord{3, 1, {6}});
+  ASSERT_TRUE(store_->Write(b, false).ok());
+
+  auto sessions = store_->LoadSessions();
+  ASSERT_TRUE(sessions.ok());
+  ASSERT_EQ(sessions->size(), 2u);
+  EXPECT_EQ((*sessions)[0].client_name, "host-a");
+  auto states = store_->LoadInodeStates();
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_EQ(states->size(), 1u);
+  const InodeState& got = (*states)[0].second;
+  EXPECT_EQ((*states)[0].first, InodeId(40));
+  EXPECT_EQ(got.opens.at((uint64_t{5} << 32) | 1).total, 3u);
+  EXPECT_EQ(got.opens.at((uint64_t{5} << 32) | 1).write, 1u);
+  EXPECT_EQ(got.lease_holder, (uint64_t{5} << 32) | 1);
+  EXPECT_EQ(got.lease_version, 99u);
+  ASSERT_EQ(got.locks.size(), 2u);
+  EXPECT_EQ(got.locks[0].type, LockType::kWrite);
+  EXPECT_EQ(got.locks[0].end, UINT64_MAX);
+  EXPECT_EQ(got.locks[0].pid, 4242u);
+  EXPECT_TRUE(got.locks[1].flock);
+  EXPECT_TRUE(*store_->ReplayApplied((uint64_t{5} << 32) | 1, 7));
+  EXPECT_FALSE(*store_->ReplayApplied((uint64_t{5} << 32) | 1, 8));
+  // A later id in the same slot takes it.
+  StoreBatch later;
+  later.PutReplay((uint64_t{5} << 32) | 1, 7 + kReplaySlots);
+  ASSERT_TRUE(store_->Write(later, false).ok());
+  EXPECT_FALSE(*store_->ReplayApplied((uint64_t{5} << 32) | 1, 7));
+  EXPECT_TRUE(*store_->ReplayApplied((uint64_t{5} << 32) | 1, 7 + kReplaySlots));
+  auto degraded = store_->LoadDegradedWrites();
+  ASSERT_TRUE(degraded.ok());
+  ASSERT_EQ(degraded->size(), 2u);
+  EXPECT_EQ((*degraded)[0].epoch, 3u);  // in epoch order
+  EXPECT_EQ((*degraded)[1].servers, (std::vector<uint32_t>{2, 3}));
+
+  StoreBatch end;
+  end.DeleteSession((uint64_t{5} << 32) | 1);
+  end.PutInodeState(InodeId(40), InodeState{});
+  end.DeleteDegradedWrite(3);
+  ASSERT_TRUE(store_->Write(end, false).ok());
+  EXPECT_EQ(store_->LoadSessions()->size(), 1u);
+  EXPECT_TRUE(store_->LoadInodeStates()->empty());
+  EXPECT_FALSE(*store_->ReplayApplied((uint64_t{5} << 32) | 1, 7 + kReplaySlots));
+  EXPECT_TRUE(*store_->ReplayApplied((uint64_t{5} << 32) | 2, 7));
+  EXPECT_EQ(store_->LoadDegradedWrites()->size(), 1u);
+  StoreBatch all;
+  all.DeleteSessionState();
+  ASSERT_TRUE(store_->Write(all, false).ok());
+  EXPECT_TRUE(store_->LoadSessions()->empty());
+  EXPECT_FALSE(*store_->ReplayApplied((uint64_t{5} << 32) | 2, 7));
+  EXPECT_EQ(store_->LoadDegradedWrites()->size(), 1u) << "degraded writes are not session state";
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values("rocksdb", "memory"));
+
+// A store over a plain map that lets a test write raw values, to feed the decoders bad records.
+class RawMapStore : public NamespaceStore {
+ public:
+  void Put(std::string key, std::string value) { kv_[std::move(key)] = std::move(value); }
+  Status Sync() override { return OkStatus(); }
+
+ protected:
+  Result<std::optional<std::string>> GetRaw(std::string_view key) override {
+    auto it = kv_.find(std::string(key));
+    if (it == kv_.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
+  Status ScanRaw(std::string_view prefix, std::string_view start,
+                 const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    for (auto it = kv_.lower_bound(std::string(start)); it != kv_.end(); ++it) {
+      if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+      if (!fn(it->first, it->second)) break;
+    }
+    return OkStatus();
+  }
+  Status WriteRaw(const std::vector<StoreOp>&, bool) override {
+    return Status(Code::kNotSupported, "raw map store: use Put");
+  }
+
+ private:
+  std::map<std::string, std::string> kv_;
+};
+
+// Bad session-state records give kCorruption, never a half-read state: each row is a value too
+// short for its fields, or one with bytes past its end, or a lock type that does not exist.
+TEST(SessionStateDecodeTest, TruncatedOrBadRecordsAreCorruption) {
+  std::string key_o = std::string("O") + std::string(8, '\0');
+  std::string key_s = std::string("S") + std::string(8, '\0');
+  std::string key_d = std::string("D") + std::string(8, '\0');
+  std::string key_r = std::string("R") + std::string(8, '\0') + std::string(3, '\0') + "\x05";
+  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  const std::string lock = u64(1) + u64(2) + u32(1) + u64(0) + u64(9) + u32(7) + std::string(1, '\0');
+  const std::string good_state = u64(40) + u64(0) + u64(0) + u32(0) + u32(1) + lock;
+  struct Row {
+    const char* what;
+    std::string key, value;
+  };
+  const std::vector<Row> rows = {
+      {"state cut in its header", key_o, u64(40) + u64(1)},
+      {"state claiming an open it lacks", key_o, u64(40) + u64(0) + u64(0) + u32(1)},
+      {"state cut inside a lock", key_o, good_state.substr(0, good_state.size() - 3)},
+      {"state with bytes past its end", key_o, good_state + "x"},
+      {"state with lock type 2 (unlock)", key_o,
+       u64(40) + u64(0) + u64(0) + u32(0) + u32(1) + u64(1) + u64(2) + u32(2) + u64(0) + u64(9) +
+           u32(7) + std::string(1, '\0')},
+      {"session with no id", key_s, u64(0) + u32(0)},
+      {"session cut in its name", key_s, u64(5) + u32(10) + "abc"},
+      {"degraded write cut in its servers", key_d, u64(1) + u64(1) + u32(3) + u32(1)},
+      {"replay record cut", key_r, "abc"},
+  };
+  {
+    RawMapStore store;
+    store.Put(key_o, good_state);
+    auto ok = store.LoadInodeStates();
+    ASSERT_TRUE(ok.ok()) << "the well-formed record must decode: " << ok.status().ToString();
+    ASSERT_EQ(ok->size(), 1u);
+    EXPECT_EQ((*ok)[0].second.locks.at(0).pid, 7u);
+  }
+  for (const Row& row : rows) {
+    RawMapStore store;
+    store.Put(row.key, row.value);
+    Status st;
+    if (row.key[0] == 'O') st = store.LoadInodeStates().status();
+    if (row.key[0] == 'S') st = store.LoadSessions().status();
+    if (row.key[0] == 'D') st = store.LoadDegradedWrites().status();
+    if (row.key[0] == 'R') st = store.ReplayApplied(0, 5).status();
+    EXPECT_EQ(st.code(), Code::kCorruption) << row.what << ": " << st.ToString();
+  }
+}
 
 TEST(RocksStoreTest, WritesSurviveReopen) {
   std::string dir = ScratchDir("reopen");

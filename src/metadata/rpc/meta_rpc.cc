@@ -1,5 +1,6 @@
 #include "metadata/rpc/meta_rpc.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
@@ -119,9 +120,33 @@ LockArgs FromPb(const pb::LockRequest& r) {
   return a;
 }
 
+RequestTag TagOf(const pb::RequestTag& t) { return RequestTag{t.session(), t.id()}; }
+
 class ServiceImpl final : public pb::MetaService::Service {
  public:
   explicit ServiceImpl(MetadataService* svc) : svc_(svc) {}
+
+  // A tagged change sent again (tag.retry) whose first attempt was applied: the handler answers
+  // from the state that attempt left instead of running it twice (docs/design.md "Metadata
+  // server restarts"). A record that cannot be read counts as not applied: the call runs again.
+  bool AlreadyApplied(const pb::RequestTag& t) {
+    if (!t.retry()) return false;
+    Result<bool> applied = svc_->Replayed(TagOf(t));
+    if (!applied.ok() || !*applied) return false;
+    Logger("meta")->info("replay session={} request={}: applied before its reply was lost",
+                         t.session(), t.id());
+    return true;
+  }
+  // The write version a replayed open, create or commit answers with; kStale when the session
+  // no longer holds the write lease.
+  Result<uint64_t> ReplayedLeaseVersion(InodeId ino, SessionId session) {
+    const uint64_t v = svc_->LeaseVersionFor(ino, session);
+    if (v == 0) {
+      return Status(Code::kStale, "the write lease of inode " + ino.ToString() +
+                                      " was lost after the call was applied");
+    }
+    return v;
+  }
 
   // The metadata wire's port and hello token, told to clients by OpenSession. Set before serving.
   void SetWire(uint16_t port, uint64_t instance) {
@@ -150,6 +175,11 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.atime = FromPb(req->atime());
     a.mtime = FromPb(req->mtime());
     a.ctime = FromPb(req->ctime());
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      FillAttr(svc_->GetAttr(InodeId(req->ino())), resp);
+      return grpc::Status::OK;
+    }
     FillAttr(svc_->SetAttr(InodeId(req->ino()), a, FromPb(req->caller()),
                            SessionId(req->session())),
              resp);
@@ -180,6 +210,19 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.exclusive = req->exclusive();
     a.session = SessionId(req->session());
     a.open_for_write = req->open_for_write();
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      Result<Inode> made = svc_->Lookup(a.parent, a.name, FromPb(req->caller()));
+      Result<uint64_t> version = uint64_t{0};
+      if (made.ok() && a.open_for_write) version = ReplayedLeaseVersion(made->ino, a.session);
+      SetStatus(resp->mutable_status(), made.ok() ? version.status() : made.status());
+      if (made.ok() && version.ok()) {
+        ToPb(*made, resp->mutable_attr());
+        resp->set_write_version(*version);
+      }
+      AddDirAttrs(resp, {a.parent});
+      return grpc::Status::OK;
+    }
     auto r = svc_->Create(a, FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -192,6 +235,12 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Mkdir(grpc::ServerContext*, const pb::MkdirRequest* req,
                      pb::AttrResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+      AddDirAttrs(resp, {InodeId(req->parent())});
+      return grpc::Status::OK;
+    }
     FillAttr(svc_->Mkdir(InodeId(req->parent()), req->name(), req->mode(), FromPb(req->caller())),
              resp);
     AddDirAttrs(resp, {InodeId(req->parent())});
@@ -199,6 +248,12 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Symlink(grpc::ServerContext*, const pb::SymlinkRequest* req,
                        pb::AttrResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+      AddDirAttrs(resp, {InodeId(req->parent())});
+      return grpc::Status::OK;
+    }
     FillAttr(svc_->Symlink(InodeId(req->parent()), req->name(), req->target(),
                            FromPb(req->caller())),
              resp);
@@ -207,6 +262,13 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Link(grpc::ServerContext*, const pb::LinkRequest* req,
                     pb::AttrResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller())),
+               resp);
+      AddDirAttrs(resp, {InodeId(req->new_parent())});
+      return grpc::Status::OK;
+    }
     FillAttr(svc_->Link(InodeId(req->ino()), InodeId(req->new_parent()), req->new_name(),
                         FromPb(req->caller())),
              resp);
@@ -215,6 +277,12 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Unlink(grpc::ServerContext*, const pb::RemoveRequest* req,
                       pb::RemoveResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      AddDirAttrs(resp, {InodeId(req->parent())});
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(),
               svc_->Unlink(InodeId(req->parent()), req->name(), FromPb(req->caller())));
     AddDirAttrs(resp, {InodeId(req->parent())});
@@ -222,6 +290,12 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Rmdir(grpc::ServerContext*, const pb::RemoveRequest* req,
                      pb::RemoveResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      AddDirAttrs(resp, {InodeId(req->parent())});
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(),
               svc_->Rmdir(InodeId(req->parent()), req->name(), FromPb(req->caller())));
     AddDirAttrs(resp, {InodeId(req->parent())});
@@ -229,6 +303,12 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Rename(grpc::ServerContext*, const pb::RenameRequest* req,
                       pb::StatusResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      AddDirAttrs(resp, {InodeId(req->parent()), InodeId(req->new_parent())});
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(),
               svc_->Rename(InodeId(req->parent()), req->name(), InodeId(req->new_parent()),
                            req->new_name(), req->flags(), FromPb(req->caller())));
@@ -274,6 +354,11 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status SetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(), svc_->SetXattr(InodeId(req->ino()), req->name(),
                                                      req->value(), req->flags(),
                                                      FromPb(req->caller())));
@@ -290,6 +375,11 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status RemoveXattr(grpc::ServerContext*, const pb::XattrRequest* req,
                            pb::XattrResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(),
               svc_->RemoveXattr(InodeId(req->ino()), req->name(), FromPb(req->caller())));
     return grpc::Status::OK;
@@ -309,6 +399,22 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Open(grpc::ServerContext*, const pb::OpenRequest* req,
                     pb::OpenResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      const InodeId ino(req->ino());
+      const uint32_t acc = req->flags() & O_ACCMODE;
+      Result<Inode> attr = svc_->GetAttr(ino);
+      Result<uint64_t> version = uint64_t{0};
+      if (attr.ok() && attr->is_reg() && (acc == O_WRONLY || acc == O_RDWR)) {
+        version = ReplayedLeaseVersion(ino, SessionId(req->session()));
+      }
+      SetStatus(resp->mutable_status(), attr.ok() ? version.status() : attr.status());
+      if (attr.ok() && version.ok()) {
+        ToPb(*attr, resp->mutable_attr());
+        resp->set_write_version(*version);
+      }
+      return grpc::Status::OK;
+    }
     auto r = svc_->Open(InodeId(req->ino()), req->flags(), SessionId(req->session()),
                         FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
@@ -320,6 +426,11 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
                        pb::StatusResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(),
               svc_->Release(InodeId(req->ino()), SessionId(req->session()), req->was_write()));
     return grpc::Status::OK;
@@ -333,7 +444,17 @@ class ServiceImpl final : public pb::MetaService::Service {
       return grpc::Status::OK;
     }
     const SessionId session(req->session());
-    for (const pb::ReleaseItem& item : req->items()) {
+    // Item i is the change tag.id + i (the client takes one id per item), so a batch cut short
+    // by a crash replays the items it applied and runs the rest.
+    for (int i = 0; i < req->items_size(); ++i) {
+      const pb::ReleaseItem& item = req->items(i);
+      pb::RequestTag tag = req->tag();
+      if (tag.id() != 0) tag.set_id(tag.id() + static_cast<uint64_t>(i));
+      MetadataService::RequestScope scope(TagOf(tag));
+      if (AlreadyApplied(tag)) {
+        SetStatus(resp->add_results(), OkStatus());
+        continue;
+      }
       SetStatus(resp->add_results(),
                 svc_->Release(InodeId(item.ino()), session, item.was_write()));
     }
@@ -369,6 +490,18 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     a.records_stripes = req->records_stripes();
     a.degraded_stripes = req->degraded_stripes();
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    // Applied and the lease still held: answer from it. Without the lease, running the commit
+    // again is safe (same size, version and stripes) and gives the right error or answer.
+    if (svc_->LeaseVersionFor(a.ino, a.session) != 0 && AlreadyApplied(req->tag())) {
+      Result<Inode> attr = svc_->GetAttr(a.ino);
+      SetStatus(resp->mutable_status(), attr.status());
+      if (attr.ok()) {
+        ToPb(*attr, resp->mutable_attr());
+        resp->set_next_write_version(svc_->LeaseVersionFor(a.ino, a.session));
+      }
+      return grpc::Status::OK;
+    }
     auto r = svc_->Commit(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -401,6 +534,11 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status SetLock(grpc::ServerContext*, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
+    MetadataService::RequestScope scope(TagOf(req->tag()));
+    if (AlreadyApplied(req->tag())) {
+      SetStatus(resp->mutable_status(), OkStatus());
+      return grpc::Status::OK;
+    }
     SetStatus(resp->mutable_status(), svc_->SetLock(FromPb(*req)));
     return grpc::Status::OK;
   }

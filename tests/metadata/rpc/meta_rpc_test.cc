@@ -142,6 +142,107 @@ TEST_F(MetaRpcTest, AcknowledgedOperationsSurviveKill9AndRestart) {
   EXPECT_EQ(synced.status().code(), 0);
 }
 
+// A kill -9 of aquifer-meta loses nothing a client holds or did: its session, write lease and
+// fcntl lock are still there after the restart (another session is refused both), and a change
+// whose reply was lost, sent again with the same tag and retry set, is answered as the first
+// attempt's success instead of EEXIST / ENOENT (the same call untagged gets those errors).
+TEST_F(MetaRpcTest, SessionsLocksAndRetriedChangesSurviveKill9) {
+  StartMeta();
+  ASSERT_TRUE(RegisterServers(stub(), 6));
+  const uint64_t s1 = OpenSession();
+  auto tag = [&](auto* req, uint64_t id, bool retry) {
+    req->mutable_tag()->set_session(s1);
+    req->mutable_tag()->set_id(id);
+    req->mutable_tag()->set_retry(retry);
+  };
+  pb::CreateRequest create;
+  create.set_parent(1);
+  create.set_name("f");
+  create.set_mode(S_IFREG | 0644);
+  create.set_exclusive(true);
+  create.set_session(s1);
+  create.set_open_for_write(true);
+  tag(&create, 1, false);
+  pb::CreateResponse created;
+  ASSERT_TRUE(stub().Create(Ctx().get(), create, &created).ok());
+  ASSERT_EQ(created.status().code(), 0) << created.status().message();
+  pb::LockRequest lock;
+  lock.set_ino(created.attr().ino());
+  lock.set_session(s1);
+  lock.set_owner(5);
+  lock.set_type(1);  // F_WRLCK
+  lock.set_start(0);
+  lock.set_end(UINT64_MAX);
+  lock.set_pid(77);
+  tag(&lock, 2, false);
+  pb::LockResponse locked;
+  ASSERT_TRUE(stub().SetLock(Ctx().get(), lock, &locked).ok());
+  ASSERT_EQ(locked.status().code(), 0);
+  pb::RemoveRequest unlink;
+  auto g = Create(1, "g");
+  ASSERT_EQ(g.status().code(), 0);
+  unlink.set_parent(1);
+  unlink.set_name("g");
+  tag(&unlink, 3, false);
+  pb::RemoveResponse removed;
+  ASSERT_TRUE(stub().Unlink(Ctx().get(), unlink, &removed).ok());
+  ASSERT_EQ(removed.status().code(), 0);
+
+  EXPECT_TRUE(WIFSIGNALED(proc_->Kill(SIGKILL)));
+  StartMeta();
+
+  pb::SessionRequest ka;
+  ka.set_session(s1);
+  pb::StatusResponse alive;
+  ASSERT_TRUE(stub().KeepAlive(Ctx().get(), ka, &alive).ok());
+  EXPECT_EQ(alive.status().code(), 0) << "the session did not survive: " << alive.status().message();
+  const uint64_t s2 = OpenSession();
+  EXPECT_EQ(OpenForWrite(created.attr().ino(), s2), static_cast<int>(Code::kWouldBlock));
+  pb::LockRequest other = lock;
+  other.set_session(s2);
+  other.clear_tag();
+  pb::LockResponse refused;
+  ASSERT_TRUE(stub().SetLock(Ctx().get(), other, &refused).ok());
+  EXPECT_EQ(refused.status().code(), static_cast<int>(Code::kWouldBlock));
+  ASSERT_TRUE(stub().GetLock(Ctx().get(), other, &refused).ok());
+  EXPECT_EQ(refused.pid(), 77u);
+
+  // The retries: answered from what the first attempts did.
+  tag(&create, 1, true);
+  pb::CreateResponse again;
+  ASSERT_TRUE(stub().Create(Ctx().get(), create, &again).ok());
+  EXPECT_EQ(again.status().code(), 0) << again.status().message();
+  EXPECT_EQ(again.attr().ino(), created.attr().ino());
+  EXPECT_EQ(again.write_version(), created.write_version());
+  tag(&unlink, 3, true);
+  ASSERT_TRUE(stub().Unlink(Ctx().get(), unlink, &removed).ok());
+  EXPECT_EQ(removed.status().code(), 0) << removed.status().message();
+  // A new change (another id, or no retry flag) runs as usual.
+  tag(&create, 4, true);
+  ASSERT_TRUE(stub().Create(Ctx().get(), create, &again).ok());
+  EXPECT_EQ(again.status().code(), static_cast<int>(Code::kAlreadyExists));
+  tag(&unlink, 3, false);
+  ASSERT_TRUE(stub().Unlink(Ctx().get(), unlink, &removed).ok());
+  EXPECT_EQ(removed.status().code(), static_cast<int>(Code::kNotFound));
+
+  // The holder still commits under its lease, then unlocks; the other session gets the lock.
+  pb::CommitRequest commit;
+  commit.set_ino(created.attr().ino());
+  commit.set_session(s1);
+  commit.set_size(10);
+  commit.set_write_version(created.write_version());
+  tag(&commit, 5, false);
+  pb::CommitResponse committed;
+  ASSERT_TRUE(stub().Commit(Ctx().get(), commit, &committed).ok());
+  EXPECT_EQ(committed.status().code(), 0) << committed.status().message();
+  lock.set_type(2);  // F_UNLCK
+  tag(&lock, 6, false);
+  ASSERT_TRUE(stub().SetLock(Ctx().get(), lock, &locked).ok());
+  ASSERT_EQ(locked.status().code(), 0);
+  ASSERT_TRUE(stub().SetLock(Ctx().get(), other, &refused).ok());
+  EXPECT_EQ(refused.status().code(), 0);
+}
+
 TEST_F(MetaRpcTest, ErrorsTravelAsRpcStatusCodes) {
   StartMeta();
   auto none = Lookup(1, "missing");
