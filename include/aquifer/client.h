@@ -127,6 +127,10 @@ struct ClientOptions {
   uint32_t readahead_stripes = 4;                    // stripes fetched ahead of a sequential reader
   std::chrono::milliseconds chunk_timeout{3000};     // a chunk read slower than this goes degraded
   std::chrono::milliseconds rpc_timeout{15000};      // deadline of one metadata RPC
+  // How long a metadata call waits out an unreachable (restarting) metadata server, sending
+  // itself again, before it fails with kUnavailable (docs/design.md "Metadata server
+  // restarts"); each attempt still has rpc_timeout. 0: rpc_timeout. See NewGrpcMetaClient.
+  std::chrono::milliseconds meta_outage_wait{120000};
   // How long a directory's attributes, as the last metadata reply about it gave them (namespace
   // changes return their directories' new attributes), answer GetAttr without a round trip.
   // 0 = always ask. The mount sets attr_timeout / 2, so an answer is at most 1.5 x attr_timeout

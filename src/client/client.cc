@@ -87,7 +87,8 @@ Client::Impl::~Impl() {
 
 Status Client::Impl::Start() {
   meta_ = client::NewGrpcMetaClient(options_.meta_address, options_.rpc_timeout,
-                                     options_.attr_cache_ttl, options_.meta_wire);
+                                     options_.attr_cache_ttl, options_.meta_wire,
+                                     options_.meta_outage_wait);
   client::ChunkIo::Options io_options;
   io_options.chunk_timeout = options_.chunk_timeout;
   io_options.write_timeout = options_.rpc_timeout;
@@ -167,11 +168,17 @@ void Client::Impl::BackgroundLoop() {
       next_keepalive = now + keepalive_period;
       const SessionId used = session();
       Status s = meta_->KeepAlive(used);
-      if (!s.ok() && s.code() != Code::kUnavailable) {
-        // The session expired (e.g. a metadata server restart lost it): open a new one.
+      if (IsSessionLost(s)) {
+        // The metadata server no longer knows the session (it expired while this client was cut
+        // off longer than its TTL): open a new one.
         Logger("client")->warn("keepalive failed status={}; reopening session", s.ToString());
         RenewSession(used);
+      } else if (!s.ok() && s.code() != Code::kUnavailable) {
+        // Any other refusal keeps the session: a new one would drop its leases and locks.
+        Logger("client")->warn("keepalive failed status={}; keeping session", s.ToString());
       }
+      // kUnavailable (the metadata server is restarting; it restores sessions) is ignored: the
+      // next keep-alive, a third of a TTL later, tries again.
     }
     if (now >= next_refresh) {
       next_refresh = now + kMapRefreshPeriod;
@@ -220,6 +227,9 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.meta_address.empty()) return InvalidArgument("meta_address is required");
   if (options.io_threads == 0) return InvalidArgument("io_threads must be > 0");
+  if (options.meta_outage_wait.count() < 0) {
+    return InvalidArgument("meta_outage_wait must be >= 0");
+  }
   auto impl = std::make_unique<Impl>(options);
   AQ_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<Client>(new Client(std::move(impl)));

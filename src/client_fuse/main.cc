@@ -158,6 +158,8 @@ int Run(int argc, char** argv) {
   client_options.meta_wire = opts.meta_wire;
   client_options.lease_wait =
       std::chrono::milliseconds(static_cast<int64_t>(opts.lease_wait_s * 1000));
+  client_options.meta_outage_wait =
+      std::chrono::milliseconds(static_cast<int64_t>(opts.meta_wait_s * 1000));
   client_options.attr_cache_ttl =
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
   client_options.replaced_view_keep =

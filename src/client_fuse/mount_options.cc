@@ -18,14 +18,15 @@ bool IsMountNoise(std::string_view opt) {
   return opt.starts_with("x-") || opt.starts_with("comment=") || opt.starts_with("helper=");
 }
 
-Result<double> ParseSeconds(std::string_view key, std::string_view value) {
+// Seconds, 0..max_s.
+Result<double> ParseSeconds(std::string_view key, std::string_view value, int max_s = 86400) {
   std::string s(value);
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || *end != '\0' || !(v >= 0) || v > 86400) {
-    return InvalidArgument("bad value '" + s + "' for " + std::string(key) +
-                           " (seconds, 0..86400)");
+  if (s.empty() || errno != 0 || *end != '\0' || !(v >= 0) || v > max_s) {
+    return InvalidArgument("bad value '" + s + "' for " + std::string(key) + " (seconds, 0.." +
+                           std::to_string(max_s) + ")");
   }
   return v;
 }
@@ -47,6 +48,10 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       Result<double> s = ParseSeconds(key, value);
       if (!s.ok()) return s.status();
       opts.lease_wait_s = *s;
+    } else if (key == "meta_wait") {
+      Result<double> s = ParseSeconds(key, value, 3600);
+      if (!s.ok()) return s.status();
+      opts.meta_wait_s = *s;
     } else if (key == "max_threads") {
       std::string v(value);
       char* end = nullptr;
@@ -146,7 +151,8 @@ const char* UsageText() {
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
          "  lease_wait=S (seconds an open for write waits for another host's lease, default 30,\n"
-         "  then EAGAIN); other -o options go to FUSE\n"
+         "  then EAGAIN), meta_wait=S (seconds a metadata call waits for an unreachable or\n"
+         "  restarting aquifer-meta, 0..3600, default 120, then EIO); other -o options go to FUSE\n"
          "  (ro, allow_other, ...). mount(8) words (rw, defaults, _netdev, noauto, nofail, x-*)\n"
          "  are ignored.\n";
 }

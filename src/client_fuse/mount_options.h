@@ -33,6 +33,9 @@ struct MountOptions {
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
   double lease_wait_s = 30;           // -o lease_wait=S: an open for write waits this long for
                                       // another host's write lease, then fails with EAGAIN
+  double meta_wait_s = 120;           // -o meta_wait=S (0..3600): a metadata call waits this
+                                      // long for an unreachable (restarting) aquifer-meta, then
+                                      // fails (EIO); 0: one RPC timeout (15 s)
   std::vector<std::string> fuse_options;  // the remaining -o options, for libfuse
   bool help = false;                  // -h / --help
   bool version = false;               // -V / --version

@@ -40,8 +40,9 @@ namespace aquifer::meta {
 
 // Replay records per session (`R` keys): a tagged change with request id N is remembered in slot
 // N % kReplaySlots until a later one of the same session takes the slot. A retry comes within
-// seconds, while a session has at most a few dozen calls in flight.
-inline constexpr uint64_t kReplaySlots = 4096;
+// one RPC deadline plus an outage; 65,536 later changes of one session (a ReleaseBatch takes one
+// per item) in that time would be over 500 a second for two minutes. At most ~1.5 MB a session.
+inline constexpr uint64_t kReplaySlots = 65536;
 
 // One raw mutation of a StoreBatch.
 struct StoreOp {

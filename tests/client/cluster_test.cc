@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -796,6 +797,53 @@ TEST_F(ClusterTest, ClientKeepsWorkingAcrossAMetadataServerRestart) {
   read = client->ReadFile("/after", kRoot);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_TRUE(*read == after);
+}
+
+// Issue 17: a close(2) in flight while aquifer-meta is away longer than one RPC timeout (here
+// 1 s, against a kill -9 and a 2.5 s outage) completes once the server is back, within the
+// outage budget, and the file reads back whole; so does a create made during the outage. With
+// one deadline per call both failed with EIO.
+TEST_F(ClusterTest, ACloseAndACreateDuringAMetadataServerOutageCompleteWhenItIsBack) {
+  StartCluster();
+  ClientOptions options;
+  options.rpc_timeout = std::chrono::milliseconds(1000);  // also the chunk write timeout
+  options.meta_outage_wait = std::chrono::milliseconds(60000);
+  auto client = NewClient(options);
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(6 * kMiB + 3, 54);
+  Result<Client::Opened> f = client->Create(kRootInode, "closing", 0644, O_WRONLY, kRoot);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  WriteAt(*client, *f->file, 0, blob);
+
+  ASSERT_OK(cluster_->CrashMeta());
+  const auto crashed = std::chrono::steady_clock::now();
+  std::atomic<bool> back{false};
+  auto close = std::async(std::launch::async, [&] {
+    Status s = client->Release(std::move(f->file));  // commits the size and version
+    EXPECT_TRUE(back.load()) << "close returned before the server was back: " << s.ToString();
+    return s;
+  });
+  auto create = std::async(std::launch::async, [&] {
+    return client->WriteFile("/created", "made during the outage", kRoot);
+  });
+  // The outage (the scenario's length, not a wait for a condition).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  back = true;
+  ASSERT_OK(cluster_->RestartMeta());
+  Status closed = close.get();
+  Status created = create.get();
+  ASSERT_TRUE(closed.ok()) << closed.ToString();
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - crashed, std::chrono::seconds(30));
+
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/closing", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+  read = reader->ReadFile("/created", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, "made during the outage");
 }
 
 // A writer that crashed mid-stripe left 2 (< k) chunks of its version on stripe 0; another

@@ -82,6 +82,29 @@ TEST(MountOptionsTest, LeaseWaitIsSecondsWithA30SecondDefault) {
   }
 }
 
+// -o meta_wait=S: how long metadata calls wait out an unreachable aquifer-meta (a restart).
+TEST(MountOptionsTest, MetaWaitIsSecondsUpToAnHourWithA120SecondDefault) {
+  EXPECT_EQ(Parse({"h:1", "/m"})->meta_wait_s, 120);
+  const struct {
+    const char* option;
+    double seconds;
+  } good[] = {{"meta_wait=0", 0}, {"meta_wait=60", 60}, {"meta_wait=2.5", 2.5},
+              {"meta_wait=3600", 3600}};
+  for (const auto& [option, seconds] : good) {
+    Result<MountOptions> o = Parse({"h:1", "/m", "-o", option});
+    ASSERT_TRUE(o.ok()) << option << ": " << o.status().ToString();
+    EXPECT_DOUBLE_EQ(o->meta_wait_s, seconds) << option;
+    EXPECT_TRUE(o->fuse_options.empty()) << option;
+  }
+  for (const char* bad : {"meta_wait=", "meta_wait=-1", "meta_wait=3601", "meta_wait=2m",
+                          "meta_wait=nan"}) {
+    Result<MountOptions> r = Parse({"h:1", "/m", "-o", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("meta_wait"), std::string::npos) << bad;
+    EXPECT_NE(r.status().message().find("0..3600"), std::string::npos) << bad;
+  }
+}
+
 TEST(MountOptionsTest, WiresAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_TRUE(Parse({"h:1", "/m"})->data_wire);
   EXPECT_TRUE(Parse({"h:1", "/m"})->meta_wire);

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "aquifer/units.h"
+#include "common/logging.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
 #include "wire/meta_wire.h"
@@ -121,7 +122,7 @@ std::optional<wire::MetaMethod> WireMethodOf(StubMethod<Req, Resp> m) {
   AQ_WIRE_METHOD(Release, ReleaseRequest, StatusResponse)
   AQ_WIRE_METHOD(ReleaseBatch, ReleaseBatchRequest, ReleaseBatchResponse)
   AQ_WIRE_METHOD(Commit, CommitRequest, CommitResponse)
-  AQ_WIRE_METHOD(KeepAlive, SessionRequest, StatusResponse)
+  AQ_WIRE_METHOD(KeepAlive, SessionRequest, KeepAliveResponse)
   AQ_WIRE_METHOD(CloseSession, SessionRequest, StatusResponse)
   AQ_WIRE_METHOD(SetLock, LockRequest, LockResponse)
   AQ_WIRE_METHOD(GetLock, LockRequest, LockResponse)
@@ -138,8 +139,13 @@ constexpr std::string_view kThreadpoolExhausted = "Server Threadpool Exhausted";
 class GrpcMetaClient final : public MetaClient {
  public:
   GrpcMetaClient(const std::string& address, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds attr_cache_ttl, bool use_wire)
-      : timeout_(timeout), attr_cache_ttl_(attr_cache_ttl), use_wire_(use_wire) {
+                 std::chrono::milliseconds attr_cache_ttl, bool use_wire,
+                 std::chrono::milliseconds outage_wait)
+      : timeout_(timeout),
+        outage_wait_(outage_wait.count() > 0 ? outage_wait : timeout),
+        attr_cache_ttl_(attr_cache_ttl),
+        use_wire_(use_wire),
+        address_(address) {
     host_ = address.substr(0, address.rfind(':'));
     if (host_.size() >= 2 && host_.front() == '[' && host_.back() == ']') {
       host_ = host_.substr(1, host_.size() - 2);
@@ -147,12 +153,14 @@ class GrpcMetaClient final : public MetaClient {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
-    // Reconnect quickly after a metadata server restart.
+    // Reconnect within about a second of a restarted metadata server listening again: gRPC's
+    // default backoff grows to 120 s while the server is down, and calls waiting for it
+    // (wait_for_ready) would sit that long after it came back.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    stub_ = pb::MetaService::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub_ = pb::MetaService::NewStub(channel_);
   }
 
   Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& c) override {
@@ -449,28 +457,30 @@ class GrpcMetaClient final : public MetaClient {
     // expires after its lease TTL: harmless to repeat.
     Status s = FromRpc(Call(&pb::MetaService::Stub::OpenSession, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
-    if (use_wire_) {
-      // The metadata wire of the server that gave this session (a restarted server has a new
-      // port and token).
-      std::lock_guard lock(wire_mu_);
-      if (resp.wire_port() == 0 || resp.wire_port() > UINT16_MAX) {
-        wire_pool_.reset();
-      } else if (!wire_pool_ || wire_pool_->port() != resp.wire_port() ||
-                 wire_pool_->instance() != resp.wire_instance()) {
-        wire_pool_ = std::make_shared<wire::ConnectionPool>(
-            host_, static_cast<uint16_t>(resp.wire_port()), resp.wire_instance());
-      }
-      wire_retry_at_ = {};
-      wire_backoff_ = std::chrono::milliseconds(500);
-    }
+    // Later requests are tagged with this session (and wait out a metadata server restart).
+    session_.store(resp.session(), std::memory_order_release);
+    FollowWire(resp.wire_port(), resp.wire_instance(), /*fresh=*/true);
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
   }
 
+  // Neither waits out an outage (Retry::kBrief): the client's keep-alive runs again a third of a
+  // lease TTL later and ignores kUnavailable, and a session left open at an unmount during an
+  // outage expires by itself, which is better than holding the unmount for outage_wait_.
   Status KeepAlive(SessionId session) override {
-    return SessionCall(&pb::MetaService::Stub::KeepAlive, session, Retry::kYes);
+    pb::SessionRequest req;
+    req.set_session(session.value());
+    pb::KeepAliveResponse resp;
+    Status s = FromRpc(Call(&pb::MetaService::Stub::KeepAlive, req, &resp, Retry::kBrief), &resp);
+    // A server restarted since the session began serves its wire on a new port and token.
+    if (s.ok()) FollowWire(resp.wire_port(), resp.wire_instance(), /*fresh=*/false);
+    return s;
   }
   Status CloseSession(SessionId session) override {
-    return SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kYes);
+    Status s = SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kBrief);
+    // Later requests carry no tag of the closed session.
+    uint64_t current = session.value();
+    session_.compare_exchange_strong(current, 0, std::memory_order_acq_rel);
+    return s;
   }
 
   Status SetLock(InodeId inode, SessionId session, uint64_t owner, const LockRange& range,
@@ -532,64 +542,189 @@ class GrpcMetaClient final : public MetaClient {
   }
 
  private:
-  // Whether a call may be sent again after a transport failure (UNAVAILABLE) whose reply was
-  // lost. kYes for reads and for calls whose repetition changes nothing; kNo for namespace and
-  // lock changes, which a repeat after a lost reply would answer wrongly (EEXIST, ENOENT).
-  enum class Retry { kNo, kYes };
+  using SteadyClock = std::chrono::steady_clock;
+
+  // Points wire calls at the metadata wire a reply named (OpenSession, KeepAlive): a new pool
+  // when the port or token changed (the server restarted), none when it serves no wire. A new
+  // pool, or a new session (`fresh`), tries the wire at once again.
+  void FollowWire(uint64_t port, uint64_t instance, bool fresh) {
+    if (!use_wire_) return;
+    std::lock_guard lock(wire_mu_);
+    if (port == 0 || port > UINT16_MAX) {
+      wire_pool_.reset();
+      return;
+    }
+    if (wire_pool_ && wire_pool_->port() == port && wire_pool_->instance() == instance) {
+      if (fresh) {
+        wire_retry_at_ = {};
+        wire_backoff_ = std::chrono::milliseconds(500);
+      }
+      return;
+    }
+    wire_pool_ = std::make_shared<wire::ConnectionPool>(host_, static_cast<uint16_t>(port),
+                                                        instance);
+    wire_retry_at_ = {};
+    wire_backoff_ = std::chrono::milliseconds(500);
+  }
+
+  // Whether a call may be sent again after a transport failure whose reply was lost. kYes for
+  // reads and for calls whose repetition changes nothing; kNo for namespace and lock changes,
+  // which a repeat after a lost reply would answer wrongly (EEXIST, ENOENT) unless the request
+  // carries a RequestTag (then the server knows the repeat and answers from the first attempt);
+  // kBrief for calls safe to repeat that must not wait out an outage: repeated within one RPC
+  // timeout only.
+  enum class Retry { kNo, kYes, kBrief };
   static Retry ReadOnlyRetry(int flags) {
     // A read-only open takes no lease; a repeat at worst counts one open twice in a session.
     return (flags & O_ACCMODE) == O_RDONLY ? Retry::kYes : Retry::kNo;
   }
 
-  // One metadata call, with the RPC timeout (15 s by default) as its deadline. Every call waits
-  // for the metadata server to be reachable instead of failing at once (wait_for_ready): a
-  // restart of aquifer-meta is a pause for applications, not a burst of EIO. A call that went
-  // out on a connection the old server's death had broken fails with UNAVAILABLE ("Broken
-  // pipe", "Socket closed") although the new server is up; with Retry::kYes it is sent again
-  // (after 10, 20, 40... ms, within the same deadline) on the channel's new connection.
+  // Tags `req` (when its type has a RequestTag and this client holds a session) with the
+  // session and a new id, retry unset. Returns whether it did. A ReleaseBatch takes one id per
+  // item (the server names item i's change tag.id + i), so ids of later calls do not meet them.
+  template <class Req>
+  bool TagRequest(Req& req) {
+    if constexpr (requires { req.mutable_tag(); }) {
+      const uint64_t session = session_.load(std::memory_order_acquire);
+      if (session == 0) return false;
+      uint64_t ids = 1;
+      if constexpr (std::is_same_v<Req, pb::ReleaseBatchRequest>) {
+        ids = std::max<uint64_t>(1, static_cast<uint64_t>(req.items_size()));
+      }
+      pb::RequestTag* tag = req.mutable_tag();
+      tag->set_session(session);
+      tag->set_id(next_tag_id_.fetch_add(ids, std::memory_order_relaxed));
+      tag->set_retry(false);
+      return true;
+    } else {
+      return false;
+    }
+  }
+  // Marks a tagged `req` as a re-send: an earlier send of it may have been applied.
+  template <class Req>
+  static void MarkResent(Req& req) {
+    if constexpr (requires { req.mutable_tag(); }) {
+      if (req.has_tag()) req.mutable_tag()->set_retry(true);
+    }
+  }
+
+  // One warn line when calls start waiting for an unreachable metadata server, one info line
+  // when one gets through again; nothing per attempt.
+  void NoteUnreachable() {
+    bool was = false;
+    if (!unreachable_.compare_exchange_strong(was, true, std::memory_order_acq_rel)) return;
+    unreachable_since_ns_.store(SteadyClock::now().time_since_epoch().count(),
+                                std::memory_order_relaxed);
+    Logger("client")->warn("metadata server unreachable: waiting up to {} s address={}",
+                           std::chrono::duration_cast<std::chrono::seconds>(outage_wait_).count(),
+                           address_);
+  }
+  void NoteReachable() {
+    if (!unreachable_.load(std::memory_order_relaxed)) return;
+    if (!unreachable_.exchange(false, std::memory_order_acq_rel)) return;
+    const auto since = SteadyClock::time_point(
+        SteadyClock::duration(unreachable_since_ns_.load(std::memory_order_relaxed)));
+    Logger("client")->info(
+        "metadata server reachable again after {} ms address={}",
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - since).count(),
+        address_);
+  }
+
+  // One metadata call. Every attempt waits for the metadata server to be reachable instead of
+  // failing at once (wait_for_ready), so a restart of aquifer-meta is a pause, not a burst of
+  // EIO; the channel finds a restarted server within about a second (reconnect backoff 100 ms to
+  // 1 s).
+  // Calls that wait out an outage (the client holds a session, and the call is tagged or
+  // Retry::kYes): after UNAVAILABLE (the server is down, or the call went out on a connection its
+  // death broke), DEADLINE_EXCEEDED or a lost metadata-wire connection, the call is sent again
+  // after 10, 20, 40... ms (at most 1 s apart), a tagged one with retry set, until outage_wait_
+  // has passed since the call began; each attempt's deadline is min(timeout_, what is left).
+  // Other calls have one deadline, timeout_: within it a Retry::kYes or kBrief call is sent again
+  // after UNAVAILABLE, a Retry::kNo call without a tag is sent once.
   // A call that gRPC's synchronous server refused for want of a thread (RESOURCE_EXHAUSTED with
   // this message, grpc PR #16356) never reached the service, so it is sent again for every
-  // method, within the same deadline.
+  // method, within the call's time.
   template <class Req, class Resp>
   grpc::Status Call(grpc::Status (pb::MetaService::Stub::*method)(grpc::ClientContext*,
                                                                     const Req&, Resp*),
-                    const Req& req, Resp* resp, Retry retry) {
-    const auto deadline = std::chrono::system_clock::now() + timeout_;
-    if (std::optional<wire::MetaMethod> id = WireMethodOf(method)) {
-      std::optional<grpc::Status> st = WireCall(*id, req, resp, retry);
-      if (st) return *st;
-    }
+                    Req& req, Resp* resp, Retry retry) {
+    const bool tagged = TagRequest(req);
+    const bool repeatable = tagged || retry != Retry::kNo;
+    const bool waits = (tagged || retry == Retry::kYes) &&
+                       session_.load(std::memory_order_relaxed) != 0;
+    const auto end = SteadyClock::now() + (waits ? outage_wait_ : timeout_);
+    const std::optional<wire::MetaMethod> wire_id = WireMethodOf(method);
     std::chrono::milliseconds backoff(10);
-    for (;;) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(deadline);
-      ctx.set_wait_for_ready(true);
-      grpc::Status st = (stub_.get()->*method)(&ctx, req, resp);
+    for (int attempt = 1;; ++attempt) {
+      const auto attempt_end = std::min(SteadyClock::now() + timeout_, end);
+      std::optional<grpc::Status> wired;
+      if (wire_id) {
+        Status lost;
+        wired = WireCall(*wire_id, req, resp, attempt_end, &lost);
+        // Lost after it went out: it may have been applied. One that may not be repeated fails
+        // as gRPC reports a broken connection; else gRPC sends it again now.
+        if (!lost.ok() && !repeatable) {
+          wired = grpc::Status(grpc::StatusCode::UNAVAILABLE, "metadata wire: " + lost.message());
+        } else if (!lost.ok()) {
+          resp->Clear();
+          MarkResent(req);
+        }
+      }
+      grpc::Status st;
+      if (wired) {
+        st = *wired;
+      } else {
+        if (waits && channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+          NoteUnreachable();  // now rather than when this attempt's deadline passes
+        }
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - SteadyClock::now()));
+        ctx.set_wait_for_ready(true);
+        st = (stub_.get()->*method)(&ctx, req, resp);
+      }
       // A sync server out of threads refuses a call before any handler runs it: repeating it
       // is safe for every call, namespace changes included.
       const bool refused_unrun = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                  st.error_message() == kThreadpoolExhausted;
-      const bool lost_connection =
-          st.error_code() == grpc::StatusCode::UNAVAILABLE && retry == Retry::kYes;
-      const bool repeat = refused_unrun || lost_connection;
-      if (!repeat || std::chrono::system_clock::now() + backoff >= deadline) return st;
+      const bool unreachable =
+          st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          (waits && st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        NoteReachable();  // the server answered
+      }
+      const bool repeat = refused_unrun || (unreachable && repeatable);
+      if (!repeat) return st;
+      if (SteadyClock::now() + backoff >= end) {
+        if (!waits || !unreachable) return st;
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "unreachable for " + std::to_string(outage_wait_.count()) +
+                                " ms (" + std::to_string(attempt) +
+                                " attempts): " + st.error_message());
+      }
+      // Waiting: a full attempt's deadline passed, or a re-send failed too (one broken
+      // connection that the next attempt replaces is not an outage worth a log line).
+      if (unreachable && waits &&
+          (attempt > 1 || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+        NoteUnreachable();
+      }
       resp->Clear();
+      MarkResent(req);
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
   }
 
-  // One call on the metadata wire, when this client uses it and knows the server's endpoint.
+  // One call on the metadata wire, when this client uses it and knows the server's endpoint,
+  // with `deadline` for the whole exchange.
   // Returns nothing when the call should go over gRPC instead: no endpoint, no connection (the
   // server may be restarting: gRPC waits for it; the wire is tried again 1 s later, doubling
-  // up to 64 s while connections keep failing), a
-  // method the server does not carry, or a connection lost after sending a call that is safe to
-  // repeat (Retry::kYes: gRPC sends it again). A call not safe to repeat whose connection was lost
-  // after it went out is UNAVAILABLE, as gRPC reports it.
+  // up to 64 s while connections keep failing), a method the server does not carry, or a
+  // connection lost after the call went out (then *lost holds why: the caller decides whether
+  // it may be sent again).
   template <class Req, class Resp>
   std::optional<grpc::Status> WireCall(wire::MetaMethod method, const Req& req, Resp* resp,
-                                       Retry retry) {
-    using SteadyClock = std::chrono::steady_clock;
+                                       SteadyClock::time_point deadline, Status* lost) {
     std::shared_ptr<wire::ConnectionPool> pool;
     {
       std::lock_guard lock(wire_mu_);
@@ -600,7 +735,6 @@ class GrpcMetaClient final : public MetaClient {
     if (!req.SerializeToString(&payload) || payload.size() > wire::kMaxCallPayloadBytes) {
       return std::nullopt;
     }
-    const auto deadline = SteadyClock::now() + timeout_;
     bool reused = false;
     Result<int> fd = pool->Acquire(deadline, &reused);
     if (!fd.ok()) {
@@ -611,20 +745,20 @@ class GrpcMetaClient final : public MetaClient {
       wire_retry_at_ = SteadyClock::now() + wire_backoff_;
       return std::nullopt;
     }
-    auto lost = [&](const Status& s) -> std::optional<grpc::Status> {
+    auto lost_after_send = [&](const Status& s) -> std::optional<grpc::Status> {
       ::close(*fd);
       pool->DropIdle();
-      if (retry == Retry::kYes) return std::nullopt;
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "metadata wire: " + s.message());
+      *lost = s;
+      return std::nullopt;
     };
     const auto head = wire::EncodeCall({method, static_cast<uint32_t>(payload.size())});
     iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
                     {payload.data(), payload.size()}};
     Status s = wire::SendAll(*fd, iov, 2, deadline);
-    if (!s.ok()) return lost(s);
+    if (!s.ok()) return lost_after_send(s);
     std::array<std::byte, wire::kCallHeaderBytes> frame;
     s = wire::RecvAll(*fd, frame, deadline, /*wait_first=*/true);
-    if (!s.ok()) return lost(s);
+    if (!s.ok()) return lost_after_send(s);
     Result<wire::CallReplyHeader> reply = wire::DecodeCallReply(frame);
     if (!reply.ok()) {
       ::close(*fd);
@@ -633,7 +767,7 @@ class GrpcMetaClient final : public MetaClient {
     std::string bytes(reply->payload_bytes, '\0');
     s = wire::RecvAll(*fd, std::as_writable_bytes(std::span<char>(bytes.data(), bytes.size())),
                       deadline);
-    if (!s.ok()) return lost(s);
+    if (!s.ok()) return lost_after_send(s);
     pool->Release(*fd);
     switch (reply->outcome) {
       case wire::CallOutcome::kUnknownMethod:
@@ -653,7 +787,7 @@ class GrpcMetaClient final : public MetaClient {
   template <class Req>
   Result<Attributes> AttrCall(grpc::Status (pb::MetaService::Stub::*method)(
                                   grpc::ClientContext*, const Req&, pb::AttrResponse*),
-                              const Req& req, Retry retry) {
+                              Req& req, Retry retry) {
     pb::AttrResponse resp;
     Status s = FromRpc(Call(method, req, &resp, retry), &resp);
     if (!s.ok()) return s;
@@ -666,7 +800,8 @@ class GrpcMetaClient final : public MetaClient {
   Status Remove(grpc::Status (pb::MetaService::Stub::*method)(
                     grpc::ClientContext*, const pb::RemoveRequest&, pb::RemoveResponse*),
                 InodeId parent, std::string_view name, const Caller& c) {
-    const Retry retry = Retry::kNo;  // a repeat after a lost reply would say ENOENT
+    // An untagged repeat after a lost reply would say ENOENT; a tagged one is sent again.
+    const Retry retry = Retry::kNo;
     pb::RemoveRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
@@ -682,7 +817,6 @@ class GrpcMetaClient final : public MetaClient {
   // changes) answer GetAttr while younger than attr_cache_ttl_ (the mount's attr_timeout: the
   // kernel would have cached them as long, had a local change not invalidated them). A reply
   // replaces an entry only if its ctime is not older, so a slow reply cannot undo a newer one.
-  using SteadyClock = std::chrono::steady_clock;
   struct DirEntryCache {
     Attributes attr;
     SteadyClock::time_point at;
@@ -827,10 +961,20 @@ class GrpcMetaClient final : public MetaClient {
     return FromRpc(Call(method, req, resp, retry), resp);
   }
 
-  std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds timeout_;      // deadline of one attempt
+  const std::chrono::milliseconds outage_wait_;  // budget of a call that waits out an outage
   std::chrono::milliseconds attr_cache_ttl_;
   const bool use_wire_;
+  const std::string address_;  // host:port of the metadata server, for log lines
   std::string host_;
+  // The session of the last successful OpenSession (0: none yet, or closed): the tags' session.
+  std::atomic<uint64_t> session_{0};
+  std::atomic<uint64_t> next_tag_id_{1};  // the next RequestTag id; never reused
+  // Whether a call found the server unreachable and none got through since, and since when
+  // (steady clock, ns): one log line per outage.
+  std::atomic<bool> unreachable_{false};
+  std::atomic<int64_t> unreachable_since_ns_{0};
+  std::shared_ptr<grpc::Channel> channel_;
   std::mutex wire_mu_;  // guards the three below
   std::shared_ptr<wire::ConnectionPool> wire_pool_;  // from the last OpenSession; null: gRPC
   std::chrono::steady_clock::time_point wire_retry_at_;  // no wire call before this
@@ -849,8 +993,10 @@ class GrpcMetaClient final : public MetaClient {
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds attr_cache_ttl,
-                                              bool use_wire) {
-  return std::make_unique<GrpcMetaClient>(address, timeout, attr_cache_ttl, use_wire);
+                                              bool use_wire,
+                                              std::chrono::milliseconds outage_wait) {
+  return std::make_unique<GrpcMetaClient>(address, timeout, attr_cache_ttl, use_wire,
+                                          outage_wait);
 }
 
 }  // namespace aquifer::client

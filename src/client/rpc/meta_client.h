@@ -2,7 +2,8 @@
 // types. The gRPC implementation lives in meta_client.cc; tests may substitute another.
 //
 // Every method returns the server's status (RpcStatus code mapped to aquifer::Code), or
-// kUnavailable when the server cannot be reached before the deadline. Thread-safe.
+// kUnavailable when the server cannot be reached before the deadline (see NewGrpcMetaClient for
+// how long a call waits for a restarting server). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -131,10 +132,27 @@ class MetaClient {
 // caches nothing.
 // With `use_wire`, calls go over the metadata wire (src/wire/meta_wire.h) once an OpenSession
 // reply named its port, else (and whenever a wire connection cannot be made) over gRPC.
+//
+// A metadata server restart (docs/design.md "Metadata server restarts"). Once an OpenSession
+// through this client succeeded, every request that carries a RequestTag (namespace changes,
+// opens, releases, commits, locks) is tagged with that session and a number this client never
+// uses twice; a tagged call, and every call that is safe to repeat (lookups, reads of the
+// namespace, the cluster map), is sent again (a tagged one with retry set, so the server answers
+// from what a first attempt that got through did) after the server was unreachable (UNAVAILABLE,
+// DEADLINE_EXCEEDED, a lost metadata-wire connection), after 10 ms doubling to 1 s, until
+// `outage_wait` has passed since the call began; then kUnavailable. Each attempt's deadline is
+// the smaller of `timeout` and what is left of `outage_wait`. 0 (the default) makes the budget
+// `timeout`. KeepAlive and CloseSession, and every call before the first session, keep one
+// deadline `timeout` (the client's keep-alive runs again anyway; a client that never reached the
+// server, e.g. a mount, fails after one timeout rather than waiting). A call that is not safe to
+// repeat and carries no tag (before the first session) is sent once. One warn line when calls
+// start waiting, one info line when the server answers again.
 std::unique_ptr<MetaClient> NewGrpcMetaClient(const std::string& address,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::milliseconds attr_cache_ttl =
                                                   std::chrono::milliseconds(0),
-                                              bool use_wire = false);
+                                              bool use_wire = false,
+                                              std::chrono::milliseconds outage_wait =
+                                                  std::chrono::milliseconds(0));
 
 }  // namespace aquifer::client

@@ -8,8 +8,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <set>
+#include <utility>
 
 #include "aquifer/units.h"
 #include "common/logging.h"
@@ -126,17 +130,51 @@ class ServiceImpl final : public pb::MetaService::Service {
  public:
   explicit ServiceImpl(MetadataService* svc) : svc_(svc) {}
 
-  // A tagged change sent again (tag.retry) whose first attempt was applied: the handler answers
-  // from the state that attempt left instead of running it twice (docs/design.md "Metadata
-  // server restarts"). A record that cannot be read counts as not applied: the call runs again.
-  bool AlreadyApplied(const pb::RequestTag& t) {
-    if (!t.retry()) return false;
-    Result<bool> applied = svc_->Replayed(TagOf(t));
-    if (!applied.ok() || !*applied) return false;
-    Logger("meta")->info("replay session={} request={}: applied before its reply was lost",
-                         t.session(), t.id());
-    return true;
-  }
+  // One tagged change as a handler runs it (docs/design.md "Metadata server restarts"). It
+  // waits while a twin of the same (session, id) still runs here (the client's deadline passed
+  // on a slow server and it sent the change again), so the two never both run; it opens the
+  // RequestScope that records the change with its batch; and applied() says whether the change
+  // is a re-send (tag.retry) of one already applied: the handler then answers from the state
+  // that attempt left instead of running it twice. A record that cannot be read counts as not
+  // applied: the change runs again.
+  class TaggedCall {
+   public:
+    TaggedCall(ServiceImpl* impl, const pb::RequestTag& t)
+        : impl_(impl), key_(t.session(), t.id()), scope_(TagOf(t)) {
+      if (key_.first == 0 || key_.second == 0) return;
+      {
+        std::unique_lock lock(impl_->running_mu_);
+        impl_->running_cv_.wait(lock, [&] { return !impl_->running_.count(key_); });
+        impl_->running_.insert(key_);
+      }
+      registered_ = true;
+      if (!t.retry()) return;
+      Result<bool> done = impl_->svc_->Replayed(TagOf(t));
+      applied_ = done.ok() && *done;
+      if (applied_) {
+        Logger("meta")->info("replay session={} request={}: applied before its reply was lost",
+                             key_.first, key_.second);
+      }
+    }
+    ~TaggedCall() {
+      if (!registered_) return;
+      {
+        std::lock_guard lock(impl_->running_mu_);
+        impl_->running_.erase(key_);
+      }
+      impl_->running_cv_.notify_all();
+    }
+    TaggedCall(const TaggedCall&) = delete;
+    TaggedCall& operator=(const TaggedCall&) = delete;
+    bool applied() const { return applied_; }
+
+   private:
+    ServiceImpl* impl_;
+    std::pair<uint64_t, uint64_t> key_;
+    MetadataService::RequestScope scope_;
+    bool registered_ = false;
+    bool applied_ = false;
+  };
   // The write version a replayed open, create or commit answers with; kStale when the session
   // no longer holds the write lease.
   Result<uint64_t> ReplayedLeaseVersion(InodeId ino, SessionId session) {
@@ -175,8 +213,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.atime = FromPb(req->atime());
     a.mtime = FromPb(req->mtime());
     a.ctime = FromPb(req->ctime());
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       FillAttr(svc_->GetAttr(InodeId(req->ino())), resp);
       return grpc::Status::OK;
     }
@@ -210,8 +248,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.exclusive = req->exclusive();
     a.session = SessionId(req->session());
     a.open_for_write = req->open_for_write();
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       Result<Inode> made = svc_->Lookup(a.parent, a.name, FromPb(req->caller()));
       Result<uint64_t> version = uint64_t{0};
       if (made.ok() && a.open_for_write) version = ReplayedLeaseVersion(made->ino, a.session);
@@ -235,8 +273,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Mkdir(grpc::ServerContext*, const pb::MkdirRequest* req,
                      pb::AttrResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
@@ -248,8 +286,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Symlink(grpc::ServerContext*, const pb::SymlinkRequest* req,
                        pb::AttrResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
@@ -262,8 +300,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Link(grpc::ServerContext*, const pb::LinkRequest* req,
                     pb::AttrResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller())),
                resp);
       AddDirAttrs(resp, {InodeId(req->new_parent())});
@@ -277,8 +315,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Unlink(grpc::ServerContext*, const pb::RemoveRequest* req,
                       pb::RemoveResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
@@ -290,8 +328,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Rmdir(grpc::ServerContext*, const pb::RemoveRequest* req,
                      pb::RemoveResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
@@ -303,8 +341,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Rename(grpc::ServerContext*, const pb::RenameRequest* req,
                       pb::StatusResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       AddDirAttrs(resp, {InodeId(req->parent()), InodeId(req->new_parent())});
       return grpc::Status::OK;
@@ -354,8 +392,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status SetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       return grpc::Status::OK;
     }
@@ -375,8 +413,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status RemoveXattr(grpc::ServerContext*, const pb::XattrRequest* req,
                            pb::XattrResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       return grpc::Status::OK;
     }
@@ -399,8 +437,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Open(grpc::ServerContext*, const pb::OpenRequest* req,
                     pb::OpenResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       const InodeId ino(req->ino());
       const uint32_t acc = req->flags() & O_ACCMODE;
       Result<Inode> attr = svc_->GetAttr(ino);
@@ -426,8 +464,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
                        pb::StatusResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       return grpc::Status::OK;
     }
@@ -450,8 +488,8 @@ class ServiceImpl final : public pb::MetaService::Service {
       const pb::ReleaseItem& item = req->items(i);
       pb::RequestTag tag = req->tag();
       if (tag.id() != 0) tag.set_id(tag.id() + static_cast<uint64_t>(i));
-      MetadataService::RequestScope scope(TagOf(tag));
-      if (AlreadyApplied(tag)) {
+      TaggedCall call(this, tag);
+      if (call.applied()) {
         SetStatus(resp->add_results(), OkStatus());
         continue;
       }
@@ -490,10 +528,10 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     a.records_stripes = req->records_stripes();
     a.degraded_stripes = req->degraded_stripes();
-    MetadataService::RequestScope scope(TagOf(req->tag()));
+    TaggedCall call(this, req->tag());
     // Applied and the lease still held: answer from it. Without the lease, running the commit
     // again is safe (same size, version and stripes) and gives the right error or answer.
-    if (svc_->LeaseVersionFor(a.ino, a.session) != 0 && AlreadyApplied(req->tag())) {
+    if (call.applied() && svc_->LeaseVersionFor(a.ino, a.session) != 0) {
       Result<Inode> attr = svc_->GetAttr(a.ino);
       SetStatus(resp->mutable_status(), attr.status());
       if (attr.ok()) {
@@ -523,8 +561,10 @@ class ServiceImpl final : public pb::MetaService::Service {
     return grpc::Status::OK;
   }
   grpc::Status KeepAlive(grpc::ServerContext*, const pb::SessionRequest* req,
-                         pb::StatusResponse* resp) override {
+                         pb::KeepAliveResponse* resp) override {
     SetStatus(resp->mutable_status(), svc_->KeepAlive(SessionId(req->session())));
+    resp->set_wire_port(wire_port_);
+    resp->set_wire_instance(wire_instance_);
     return grpc::Status::OK;
   }
   grpc::Status CloseSession(grpc::ServerContext*, const pb::SessionRequest* req,
@@ -534,8 +574,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status SetLock(grpc::ServerContext*, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
-    MetadataService::RequestScope scope(TagOf(req->tag()));
-    if (AlreadyApplied(req->tag())) {
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
       return grpc::Status::OK;
     }
@@ -751,6 +791,10 @@ class ServiceImpl final : public pb::MetaService::Service {
 
  private:
   MetadataService* svc_;
+  // Tagged changes running now, by (session, id) (TaggedCall).
+  std::mutex running_mu_;
+  std::condition_variable running_cv_;
+  std::set<std::pair<uint64_t, uint64_t>> running_;
   uint16_t wire_port_ = 0;
   uint64_t wire_instance_ = 0;
 };

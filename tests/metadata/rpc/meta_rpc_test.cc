@@ -188,14 +188,21 @@ TEST_F(MetaRpcTest, SessionsLocksAndRetriedChangesSurviveKill9) {
   ASSERT_TRUE(stub().Unlink(Ctx().get(), unlink, &removed).ok());
   ASSERT_EQ(removed.status().code(), 0);
 
+  pb::SessionRequest ka;
+  ka.set_session(s1);
+  pb::KeepAliveResponse before;
+  ASSERT_TRUE(stub().KeepAlive(Ctx().get(), ka, &before).ok());
+  EXPECT_NE(before.wire_port(), 0u);
+
   EXPECT_TRUE(WIFSIGNALED(proc_->Kill(SIGKILL)));
   StartMeta();
 
-  pb::SessionRequest ka;
-  ka.set_session(s1);
-  pb::StatusResponse alive;
+  pb::KeepAliveResponse alive;
   ASSERT_TRUE(stub().KeepAlive(Ctx().get(), ka, &alive).ok());
   EXPECT_EQ(alive.status().code(), 0) << "the session did not survive: " << alive.status().message();
+  // The restarted server's wire (a new token), so the client can follow it without a new session.
+  EXPECT_NE(alive.wire_port(), 0u);
+  EXPECT_NE(alive.wire_instance(), before.wire_instance());
   const uint64_t s2 = OpenSession();
   EXPECT_EQ(OpenForWrite(created.attr().ino(), s2), static_cast<int>(Code::kWouldBlock));
   pb::LockRequest other = lock;
@@ -317,7 +324,7 @@ TEST_F(MetaRpcTest, ExpiredSessionLosesItsWriteLease) {
   while (std::chrono::steady_clock::now() < deadline) {
     pb::SessionRequest ka;
     ka.set_session(s2);
-    pb::StatusResponse kr;
+    pb::KeepAliveResponse kr;
     ASSERT_TRUE(stub().KeepAlive(Ctx().get(), ka, &kr).ok());
     ASSERT_EQ(kr.status().code(), 0);
     code = OpenForWrite(f.attr().ino(), s2);
