@@ -989,12 +989,7 @@ TEST_F(MetadataServiceTest, OrphanGoesWhenItsSessionExpires) {
 // holds it open does: the session, its open and its write lease are persisted. When that session
 // then stays silent past its ttl, the orphan is deleted and its chunks are queued for GC.
 TEST_F(MetadataServiceTest, AnOrphanOpenByARecordedSessionOutlivesACrashThenGoesWithIt) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("aquifer-meta-orphan-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  auto store = OpenRocksStore(dir.string());
-  ASSERT_TRUE(store.ok());
-  Restart(std::move(*store));
+  UseRocksStore("orphan");
   AddServers(6);
   auto s = svc_->OpenSession("c");
   CreateArgs a{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, false};
@@ -1002,10 +997,7 @@ TEST_F(MetadataServiceTest, AnOrphanOpenByARecordedSessionOutlivesACrashThenGoes
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());
   ASSERT_TRUE(svc_->GetAttr(c->attr.ino).ok());
-  svc_.reset();  // "crash"
-  auto reopened = OpenRocksStore(dir.string());
-  ASSERT_TRUE(reopened.ok());
-  Restart(std::move(*reopened));
+  ReopenRocksStore();  // "crash"
   EXPECT_TRUE(svc_->GetAttr(c->attr.ino).ok()) << "the orphan went although its session lives";
   EXPECT_TRUE(svc_->KeepAlive(s->session).ok()) << "the session was not restored";
   mono_ms_ += opts_.session_ttl_ms + 1;  // the client never calls again
@@ -1016,8 +1008,6 @@ TEST_F(MetadataServiceTest, AnOrphanOpenByARecordedSessionOutlivesACrashThenGoes
   EXPECT_TRUE(found);
   EXPECT_EQ(svc_->KeepAlive(s->session).code(), Code::kStale);
   CheckInvariants();
-  svc_.reset();
-  std::filesystem::remove_all(dir);
 }
 
 // Sessions, write leases, opens and locks are in the store with the change that made them: after
@@ -1025,12 +1015,7 @@ TEST_F(MetadataServiceTest, AnOrphanOpenByARecordedSessionOutlivesACrashThenGoes
 // and unlock, and a change the RPC edge tagged is remembered as applied (Replayed), so a retry
 // of it is not run twice.
 TEST_F(MetadataServiceTest, LeasesLocksAndTaggedChangesOutliveACrash) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("aquifer-meta-sessions-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  auto store = OpenRocksStore(dir.string());
-  ASSERT_TRUE(store.ok());
-  Restart(std::move(*store));
+  UseRocksStore("sessions");
   AddServers(6);
   auto s1 = svc_->OpenSession("one");
   ASSERT_TRUE(s1.ok());
@@ -1044,10 +1029,7 @@ TEST_F(MetadataServiceTest, LeasesLocksAndTaggedChangesOutliveACrash) {
   const InodeId ino = c->attr.ino;
   ASSERT_TRUE(svc_->SetLock(LockArgs{ino, s1->session, 11, LockType::kWrite, 0, 99, 42, false}).ok());
   ASSERT_TRUE(svc_->SetLock(LockArgs{ino, s1->session, 12, LockType::kWrite, 0, 0, 42, true}).ok());
-  svc_.reset();  // "crash"
-  auto reopened = OpenRocksStore(dir.string());
-  ASSERT_TRUE(reopened.ok());
-  Restart(std::move(*reopened));
+  ReopenRocksStore();  // "crash"
   AddServers(6);
 
   EXPECT_TRUE(svc_->KeepAlive(s1->session).ok());
@@ -1083,27 +1065,17 @@ TEST_F(MetadataServiceTest, LeasesLocksAndTaggedChangesOutliveACrash) {
   // A closed session's records go with it.
   ASSERT_TRUE(svc_->CloseSession(s1->session).ok());
   EXPECT_FALSE(*svc_->Replayed(RequestTag{s1->session.value(), 7}));
-  svc_.reset();
-  reopened = OpenRocksStore(dir.string());
-  ASSERT_TRUE(reopened.ok());
-  Restart(std::move(*reopened));
+  ReopenRocksStore();
   EXPECT_EQ(svc_->KeepAlive(s1->session).code(), Code::kStale);
   EXPECT_TRUE(svc_->KeepAlive(s2->session).ok());
   CheckInvariants();
-  svc_.reset();
-  std::filesystem::remove_all(dir);
 }
 
 // Degraded writes (stripes a client wrote without some server's chunks) and the backfill request
 // they make outlive a crash: the server is asked again after the restart and the count stays
 // until a backfill it completes after that request.
 TEST_F(MetadataServiceTest, DegradedWritesAndTheirBackfillRequestOutliveACrash) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("aquifer-meta-degraded-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  auto store = OpenRocksStore(dir.string());
-  ASSERT_TRUE(store.ok());
-  Restart(std::move(*store));
+  UseRocksStore("degraded");
   AddServers(6);
   auto s = svc_->OpenSession("c");
   auto c = svc_->Create(CreateArgs{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true},
@@ -1114,10 +1086,7 @@ TEST_F(MetadataServiceTest, DegradedWritesAndTheirBackfillRequestOutliveACrash) 
   commit.degraded_stripes = 2;
   ASSERT_TRUE(svc_->Commit(commit).ok());
   EXPECT_EQ(svc_->GetMoves().degraded_stripes, 2u);
-  svc_.reset();  // "crash" before server 3 heard of it
-  auto reopened = OpenRocksStore(dir.string());
-  ASSERT_TRUE(reopened.ok());
-  Restart(std::move(*reopened));
+  ReopenRocksStore();  // "crash" before server 3 heard of it
   EXPECT_EQ(svc_->GetMoves().degraded_stripes, 2u);
   HeartbeatArgs hb;
   hb.server = ServerId(3);
@@ -1128,13 +1097,8 @@ TEST_F(MetadataServiceTest, DegradedWritesAndTheirBackfillRequestOutliveACrash) 
   hb.backfills_complete = 1;  // its pass completed
   ASSERT_TRUE(svc_->Heartbeat(hb).ok());
   EXPECT_EQ(svc_->GetMoves().degraded_stripes, 0u);
-  svc_.reset();
-  reopened = OpenRocksStore(dir.string());
-  ASSERT_TRUE(reopened.ok());
-  Restart(std::move(*reopened));
+  ReopenRocksStore();
   EXPECT_EQ(svc_->GetMoves().degraded_stripes, 0u) << "a settled write came back";
-  svc_.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(MetadataServiceTest, FcntlLocksConflictSplitAndGoWithTheSession) {

@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -40,6 +42,28 @@ class ServiceFixture : public ::testing::Test {
     auto s = MetadataService::Open(std::move(store), opts_, c);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     svc_ = std::move(*s);
+  }
+
+  void TearDown() override {
+    svc_.reset();
+    if (!rocks_dir_.empty()) std::filesystem::remove_all(rocks_dir_);
+  }
+
+  // Runs the service on a RocksDB store in a fresh scratch directory (deleted at TearDown).
+  void UseRocksStore(const std::string& tag) {
+    rocks_dir_ = (std::filesystem::temp_directory_path() /
+                  ("aquifer-meta-" + tag + "-" + std::to_string(::getpid())))
+                     .string();
+    std::filesystem::remove_all(rocks_dir_);
+    ReopenRocksStore();
+  }
+  // A crash and a start: the service goes with all its memory and opens again on the same
+  // RocksDB directory (UseRocksStore first).
+  void ReopenRocksStore() {
+    svc_.reset();
+    auto store = OpenRocksStore(rocks_dir_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Restart(std::move(*store));
   }
 
   void AddServers(int n, const std::string& prefix = "srv") {
@@ -132,6 +156,7 @@ class ServiceFixture : public ::testing::Test {
 
   MetaOptions opts_;
   std::atomic<uint64_t> wall_ns_{0};
+  std::string rocks_dir_;  // UseRocksStore's directory; "" for the in-memory store
   std::atomic<int64_t> mono_ms_{1000000};
   std::unique_ptr<MetadataService> svc_;
 };

@@ -178,16 +178,7 @@ mount_fresh() {  # [SPEC]: mounts $M, with AQ_FAILPOINT=SPEC in the mount's envi
 remount() { aq_umount "$M"; mount_fresh "$@"; }
 
 # aquifer-meta, again on the address it first got (clients and data servers know it).
-start_meta() {  # [SPEC]
-  rm -f "$AQ_SCRATCH/meta.port"
-  AQ_FAILPOINT=${1:-} "$AQ_META_BIN" --listen "$AQ_META_ADDR" --db "$AQ_SCRATCH/meta-db" \
-    --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
-    --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
-    >>"$AQ_SCRATCH/meta.log" 2>&1 &
-  AQ_META_PID=$!
-  aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
-  [ "$(cat "$AQ_SCRATCH/meta.port")" = "$AQ_META_ADDR" ] || aq_fail "aquifer-meta moved address"
-}
+start_meta() { aq_start_meta "$@"; }  # [SPEC]
 registrations() { grep -c 'registered with meta' "$AQ_SCRATCH/data$1.log" || true; }
 registered_more() { [ "$(registrations "$1")" -gt "$2" ]; }
 start_data() {  # I [SPEC]: data server I, with AQ_FAILPOINT=SPEC, and waits for its registration

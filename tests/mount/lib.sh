@@ -41,6 +41,17 @@ aq_fail() {
   exit 1
 }
 
+# aq_wait_until SECONDS COMMAND...: polls COMMAND (every 20 ms); false when it did not succeed
+# within SECONDS (for checks that measure how soon something happens; aq_wait_for fails instead).
+aq_wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.02
+  done
+}
+
 # aq_wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND (every 50 ms) until it succeeds.
 aq_wait_for() {
   local seconds=$1 what=$2
@@ -87,15 +98,30 @@ trap 'exit 130' INT TERM
 
 aq_read_port_file() { [ -s "$1" ] && grep -q ':' "$1"; }
 
+# aq_start_meta [FAILPOINT]: starts aquifer-meta on its --db with the cluster's flags and waits
+# for its port file: on 127.0.0.1 port 0 the first time (setting AQ_META_ADDR), afterwards again on
+# that address (clients and data servers know it). FAILPOINT arms AQ_FAILPOINT in that process.
+aq_start_meta() {
+  local -a env_fp=()
+  [ -n "${1:-}" ] && env_fp=(env "AQ_FAILPOINT=$1")
+  rm -f "$AQ_SCRATCH/meta.port"
+  "${env_fp[@]}" "$AQ_META_BIN" --listen "${AQ_META_ADDR:-127.0.0.1:0}" --db "$AQ_SCRATCH/meta-db" \
+    --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
+    --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
+    >>"$AQ_SCRATCH/meta.log" 2>&1 &
+  AQ_META_PID=$!
+  aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
+  if [ -z "$AQ_META_ADDR" ]; then
+    AQ_META_ADDR=$(cat "$AQ_SCRATCH/meta.port")
+  elif [ "$(cat "$AQ_SCRATCH/meta.port")" != "$AQ_META_ADDR" ]; then
+    aq_fail "aquifer-meta moved address"
+  fi
+}
+
 # Starts aquifer-meta and AQ_DATA_SERVERS aquifer-data processes, each its own failure domain,
 # and waits until every data server has registered.
 aq_start_cluster() {
-  "$AQ_META_BIN" --listen 127.0.0.1:0 --db "$AQ_SCRATCH/meta-db" --port-file "$AQ_SCRATCH/meta.port" \
-    --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" --heartbeat-timeout-ms 1500 \
-    --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" >"$AQ_SCRATCH/meta.log" 2>&1 &
-  AQ_META_PID=$!
-  aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
-  AQ_META_ADDR=$(cat "$AQ_SCRATCH/meta.port")
+  aq_start_meta
   local i
   for ((i = 0; i < AQ_DATA_SERVERS; i++)); do aq_start_data "$i"; done
   for ((i = 0; i < AQ_DATA_SERVERS; i++)); do

@@ -68,16 +68,7 @@ in_lock_call() {
   read -r nr _ <"/proc/$1/syscall" && { [ "$nr" = 72 ] || [ "$nr" = 73 ]; }
 }
 
-# wait_until SECONDS CMD...: polls CMD every 20 ms; false when it did not succeed within SECONDS.
-wait_until() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" 2>/dev/null; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.02
-  done
-}
-wait_for_file() { wait_until "$1" test -e "$2"; }
+wait_for_file() { aq_wait_until "$1" test -e "$2"; }
 
 wait_gone() {  # wait_gone SECONDS PID: true when PID exited within SECONDS
   local deadline=$((SECONDS + $1))
@@ -158,7 +149,7 @@ case_waiter_killed() {
   if start_holder "$2" "$HF"; then
     lt_bg waiter wait "$4" "$OF" "$CD"
     local waiter=$BG
-    wait_until 5 in_lock_call "$waiter" ||
+    aq_wait_until 5 in_lock_call "$waiter" ||
       bad "waiter not blocked in the lock call: $(cat "$CD/waiter.out")"
     kill -KILL "$waiter"
     wait_gone 2 "$waiter" || bad "killed waiter still in the lock call 2 s later"
@@ -314,7 +305,7 @@ if want many && start_holder posix-w "$HF"; then
     CASE_PIDS+=($!)
   done
   for w in "${waiters[@]}"; do
-    wait_until 5 in_lock_call "$w" ||
+    aq_wait_until 5 in_lock_call "$w" ||
       bad "waiter $w not blocked in the lock call (syscall $(cut -d' ' -f1 "/proc/$w/syscall" 2>&1))"
   done
   timeout 5 stat -c %s "$OF" >/dev/null 2>&1 &

@@ -38,13 +38,6 @@ for i in range(count):
 EOF
 }
 
-start_meta_on_same_port() {
-  "$AQ_META_BIN" --listen "$AQ_META_ADDR" --db "$AQ_SCRATCH/meta-db" \
-    --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
-    --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
-    >>"$AQ_SCRATCH/meta.log" 2>&1 &
-  AQ_META_PID=$!
-}
 
 all_servers_up() { "$CLI" status --meta "$AQ_META_ADDR" | grep -q "6 registered, 6 up, 0 down"; }
 max_inode() { find "$1" -printf '%i\n' | sort -n | tail -1; }
@@ -127,7 +120,7 @@ timeout "$T" "$CLI" meta restore --from "$B1" --meta-dir "$AQ_SCRATCH/meta-db" -
 cat "$AQ_SCRATCH/restore.out" >&2
 ls -d "$AQ_SCRATCH"/meta-db.pre-restore-* >/dev/null || aq_fail "--force did not move the old contents aside"
 
-start_meta_on_same_port
+aq_start_meta
 aq_wait_for 30 "the restored aquifer-meta to see every data server" all_servers_up
 
 # --- fsck lists what came after the backup, and removes it on request ------------------------

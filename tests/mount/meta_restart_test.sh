@@ -225,15 +225,6 @@ bad() {
 }
 want() { [ -z "${AQ_MR_CASES:-}" ] || [[ " $AQ_MR_CASES " == *" $1 "* ]]; }
 
-# wait_until SECONDS CMD...: polls CMD every 50 ms; false when it did not succeed within SECONDS.
-wait_until() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" 2>/dev/null; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
 count_of() { cat "$1" 2>/dev/null || echo 0; }  # a progress file's number (0 before the first)
 
 # bg NAME SECONDS CMD...: a workload in the background, stdout in NAME.out, stderr in NAME.err,
@@ -276,16 +267,7 @@ meta_kill() {
   aq_log "kill -9 aquifer-meta (pid $AQ_META_PID), kill $KILLS of the test"
   AQ_META_PID=""
 }
-meta_start() {
-  rm -f "$AQ_SCRATCH/meta.port"
-  "$AQ_META_BIN" --listen "$AQ_META_ADDR" --db "$AQ_SCRATCH/meta-db" \
-    --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
-    --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
-    >>"$AQ_SCRATCH/meta.log" 2>&1 &
-  AQ_META_PID=$!
-  aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
-  [ "$(cat "$AQ_SCRATCH/meta.port")" = "$AQ_META_ADDR" ] || aq_fail "aquifer-meta moved address"
-}
+meta_start() { aq_start_meta; }
 # outage SECONDS: kill -9 of aquifer-meta, SECONDS without it, then it starts again.
 outage() {
   local t0=$SECONDS
@@ -328,7 +310,7 @@ if want cp; then
   for plan in 3:3 20:20 45:3 70:5; do  # percent of the entries copied : seconds of outage
     n=$((n + 1))
     pct=${plan%%:*}
-    wait_until 180 reached $((entries * pct / 100)) ||
+    aq_wait_until 180 reached $((entries * pct / 100)) ||
       bad "kill $n: cp stalled below $pct% ($(copied) entries copied)"
     if bg_done cp; then
       bad "cp exited (rc $(cat "$AQ_SCRATCH/cp.rc")) before kill $n of 4, at $(copied) of" \
@@ -402,7 +384,7 @@ if want locks; then
     AQ_EXTRA_PIDS+=($!)
   done
   for kind in posix flock; do
-    wait_until 10 test -e "$CD/$kind/held" ||
+    aq_wait_until 10 test -e "$CD/$kind/held" ||
       bad "the $kind holder got no lock: $(cat "$CD/$kind.out")"
   done
   # B opens read-only (a write open would wait for A's write lease): its POSIX request is a read
@@ -423,7 +405,7 @@ if want locks; then
   for kind in posix flock; do
     kill -0 "${HOLDERS[$kind]}" 2>/dev/null || bad "the $kind holder died: $(cat "$CD/$kind.out")"
     touch "$CD/$kind/unlock"
-    wait_until 30 test -e "$CD/$kind/unlocked" ||
+    aq_wait_until 30 test -e "$CD/$kind/unlocked" ||
       bad "the $kind holder's unlock did not return within 30 s: $(cat "$CD/$kind.out")"
   done
   rc=0
@@ -459,7 +441,7 @@ if want sqlite; then
   # The kill comes once both writers are under way (each has committed a tenth of its rows).
   both_going() { { [ "$(count_of "$P1")" -ge $((ROWS / 10)) ] &&
     [ "$(count_of "$P2")" -ge $((ROWS / 10)) ]; } || bg_done sqlite1 || bg_done sqlite2; }
-  wait_until 120 both_going || bad "the writers committed only $(count_of "$P1") and" \
+  aq_wait_until 120 both_going || bad "the writers committed only $(count_of "$P1") and" \
     "$(count_of "$P2") rows in 120 s"
   at1=$(count_of "$P1")
   at2=$(count_of "$P2")
@@ -502,7 +484,7 @@ if want loader; then
   PL=$AQ_SCRATCH/loader.progress
   bg loader "$OT" "$PY" "$AQ_SCRATCH/mr.py" loader "$B/ds" "$AQ_SCRATCH/ds.manifest" "$PL"
   started() { [ "$(count_of "$PL")" -ge 100 ] || bg_done loader; }
-  wait_until 120 started || bad "the loader delivered only $(count_of "$PL") samples in 120 s"
+  aq_wait_until 120 started || bad "the loader delivered only $(count_of "$PL") samples in 120 s"
   at=$(count_of "$PL")
   if bg_done loader || [ "$at" -ge $NS ]; then
     bad "the epoch had ended before the kill ($at samples): the kill hit nothing"
@@ -536,7 +518,7 @@ if want long; then
   bg reader "$OT" "$PY" "$AQ_SCRATCH/mr.py" reader "$B/long/r" "$CD"
   ready() { [ -e "$CD/writer-ready" ] && [ -e "$CD/reader-ready" ] || bg_done writer ||
     bg_done reader; }
-  wait_until 60 ready || bad "writer or reader not ready after 60 s"
+  aq_wait_until 60 ready || bad "writer or reader not ready after 60 s"
   if bg_done writer || bg_done reader; then bad "the writer or the reader ended before the kill"; fi
   outage 30
   touch "$CD/restarted"

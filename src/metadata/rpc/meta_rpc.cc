@@ -531,12 +531,13 @@ class ServiceImpl final : public pb::MetaService::Service {
     TaggedCall call(this, req->tag());
     // Applied and the lease still held: answer from it. Without the lease, running the commit
     // again is safe (same size, version and stripes) and gives the right error or answer.
-    if (call.applied() && svc_->LeaseVersionFor(a.ino, a.session) != 0) {
+    const uint64_t lease_version = call.applied() ? svc_->LeaseVersionFor(a.ino, a.session) : 0;
+    if (lease_version != 0) {
       Result<Inode> attr = svc_->GetAttr(a.ino);
       SetStatus(resp->mutable_status(), attr.status());
       if (attr.ok()) {
         ToPb(*attr, resp->mutable_attr());
-        resp->set_next_write_version(svc_->LeaseVersionFor(a.ino, a.session));
+        resp->set_next_write_version(lease_version);
       }
       return grpc::Status::OK;
     }
