@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -143,6 +144,12 @@ struct ClientOptions {
   // answers page-cache reads past the new end (ReadShared). The mount sets attr_timeout + 1 s:
   // the kernel asks for a file's size again once its attributes are attr_timeout old. 0: never.
   std::chrono::milliseconds replaced_view_keep{0};
+  // Called on the thread that took an fcntl or flock lock (Client::SetLock), before SetLock
+  // returns, when the file changed on another client since this client's handles last looked:
+  // the mount drops the kernel's cached pages and attributes of it, so the lock holder reads
+  // what the previous holder wrote (as NFS revalidates its cache at a lock). Must not call back
+  // into the Client's lock methods. Null: nothing.
+  std::function<void(InodeId)> on_changed_at_lock;
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
   // Chunk reads and writes go over the chunk wire (docs/design.md "The chunk wire") to data
   // servers that serve it; false: every call over gRPC.
@@ -227,7 +234,9 @@ class Client {
   // --- files -----------------------------------------------------------------------------
   // `flags` are open(2) flags; O_TRUNC truncates, O_APPEND makes every Write append at the
   // current size. Opening for write takes the file's write lease, waiting up to
-  // options.lease_wait while another client holds it (then kWouldBlock).
+  // options.lease_wait while another client holds it (then kWouldBlock); the holder is asked to
+  // give it back (a recall: it commits what it buffered), and takes it again at its next write,
+  // truncate or fallocate, waiting the same way (docs/design.md "Write-lease recall").
   // Returns the file's attributes at open (for the kernel's keep_cache decision) and the handle.
   struct Opened {
     Attributes attr;
@@ -307,6 +316,10 @@ class Client {
   // Sets or clears (type F_UNLCK) a lock of `owner` on `inode`. `flock` = true for flock(2).
   // With wait = true, retries until granted (a blocking F_SETLKW or LOCK_EX). Errors:
   // kWouldBlock when a conflicting lock is held and wait is false.
+  // Coherence with the lock, as NFS gives it: an unlock first commits what this client's writers
+  // of the file buffered; a grant refreshes the handles that do not hold the write lease and, if
+  // the file changed, calls options.on_changed_at_lock before returning.
+  // Threading: may block on the file's writer (its commit) and on the metadata server.
   Status SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock, bool wait);
   // Returns the first lock conflicting with `range` (F_GETLK), or type F_UNLCK when none.
   Result<LockRange> GetLock(InodeId inode, uint64_t owner, const LockRange& range);

@@ -67,6 +67,12 @@ std::optional<FileView> ReplacedViews::Longer(InodeId inode, uint64_t size,
 
 Client::Impl::~Impl() {
   {
+    std::lock_guard lock(recall_mu_);
+    recall_stop_ = true;
+  }
+  recall_cv_.notify_all();
+  if (recaller_.joinable()) recaller_.join();
+  {
     std::lock_guard lock(release_mu_);
     release_stop_ = true;
   }
@@ -106,6 +112,7 @@ Status Client::Impl::Start() {
   AQ_RETURN_IF_ERROR(io_->RefreshMap().WithPrefix("fetch cluster map"));
   bg_ = std::thread([this] { BackgroundLoop(); });
   releaser_ = std::thread([this] { ReleaseLoop(); });
+  recaller_ = std::thread([this] { RecallLoop(); });
   return OkStatus();
 }
 
@@ -524,6 +531,9 @@ Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
   }
   std::lock_guard lock(file.mu);
   if (end > file.size) {
+    AQ_RETURN_IF_ERROR(impl_->EnsureLease(file));
+  }
+  if (end > file.size) {  // the lease may bring a larger size
     file.size = end;
     file.local_size.store(file.size);
     file.dirty.store(true);
@@ -541,11 +551,23 @@ InodeId Client::InodeOf(const OpenFile& file) { return file.inode; }
 
 Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock,
                        bool wait) {
+  if (range.type == F_UNLCK) {
+    // What this client wrote under the lock is committed before another holder can read it.
+    Status committed = impl_->CommitForUnlock(inode);
+    if (!committed.ok()) {
+      Logger("client")->warn("commit before unlock inode={} status={}", inode.value(),
+                             committed.ToString());
+    }
+  }
   std::chrono::milliseconds backoff(5);
   for (;;) {
     Status s = impl_->WithSession([&](SessionId session) {
       return impl_->meta_->SetLock(inode, session, owner, range, flock);
     });
+    if (s.ok() && range.type != F_UNLCK && impl_->RevalidateForLock(inode) &&
+        impl_->options_.on_changed_at_lock) {
+      impl_->options_.on_changed_at_lock(inode);
+    }
     if (s.code() != Code::kWouldBlock || !wait) return s;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));

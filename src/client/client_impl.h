@@ -204,6 +204,12 @@ class OpenFile {
     return v;
   }
 
+  // A writer holds its client's write lease of the file from its open until a recall makes it
+  // commit and give the lease back (Client::Impl::HandleRecall); its next write, truncate or
+  // fallocate takes it again first (EnsureLease). Changed with mu held; read without it by the
+  // recall loop to pass over handles that gave the lease back already.
+  std::atomic<bool> lease_held{false};
+
   std::mutex mu;  // guards everything below; held across chunk I/O of writes
   uint64_t write_version = 0;      // version of chunks this writer writes until it commits
   uint64_t committed_version = 0;  // the file's committed data_version
@@ -291,6 +297,32 @@ class Client::Impl {
   std::thread releaser_;
   void ReleaseLoop();
   void QueueRelease(InodeId inode, bool was_write);
+
+  // Write-lease recall (leases.cc; docs/design.md "Write-lease recall"). One thread asks the
+  // metadata server which leases to give back (WaitRecall, a long poll on the metadata wire), and
+  // only while this client has a file open for write; for each, every writer of the inode
+  // commits and the lease is returned. Writers take it again in EnsureLease.
+  std::mutex recall_mu_;  // guards recall_stop_
+  std::condition_variable recall_cv_;  // a writer opened, or stopping
+  bool recall_stop_ = false;
+  std::thread recaller_;
+  void RecallLoop();
+  void HandleRecall(InodeId inode);
+  // Takes the write lease again for the writer `f` (f.mu held) when a recall took it: waits up
+  // to options_.lease_wait while another client holds it (then kWouldBlock), and adopts the
+  // file as the metadata server has it now (size, version, stripe map).
+  Status EnsureLease(OpenFile& f);
+  // Handles of `inode` (writers only with `writers_only`), each pinned until Unpin.
+  std::vector<OpenFile*> PinHandles(InodeId inode, bool writers_only);
+  void Unpin(const std::vector<OpenFile*>& files);
+  bool HasWriters();
+  // At a lock grant: refreshes every handle of `inode` that does not hold the write lease (a
+  // writer that gave it back, read-only handles) from the metadata server. Returns whether the
+  // file changed since those handles last looked (the caller then drops the kernel's pages).
+  bool RevalidateForLock(InodeId inode);
+  // Before an unlock: commits what writers of `inode` buffered, so the next holder of the lock,
+  // on any host, reads it.
+  Status CommitForUnlock(InodeId inode);
 
   // File I/O (file_io.cc).
   Result<Opened> OpenWith(client::OpenReply reply, int flags);

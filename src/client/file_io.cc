@@ -88,7 +88,9 @@ OpenFile::~OpenFile() {
 Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(InodeId inode, int flags,
                                                           const Caller& caller) {
   const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
-  std::chrono::milliseconds backoff(10);
+  // Short first waits: the holder is asked to give the lease back (a recall), which takes it
+  // about a round trip and a commit.
+  std::chrono::milliseconds backoff(2);
   for (;;) {
     Result<client::OpenReply> reply =
         WithSession([&](SessionId session) { return meta_->Open(inode, flags, session, caller); });
@@ -97,7 +99,7 @@ Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(InodeId inode, int fla
       return reply;
     }
     std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
 }
 
@@ -113,6 +115,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->committed_abandoned = file->view_abandoned;
   file->truncate_floor = reply.attr.truncate_floor;
   file->write_version = reply.write_version;
+  file->lease_held.store(file->writable);  // an open for write took the lease
   file->committed_version = reply.attr.data_version;
   file->size = reply.attr.size_bytes;
   file->local_size.store(file->size);
@@ -141,6 +144,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
     }
     registry_->files.emplace(file->inode, file.get());
   }
+  if (file->writable) recall_cv_.notify_all();  // the recall loop asks while writers are open
   if (file->writable && regular && (flags & O_TRUNC)) {
     std::lock_guard lock(file->mu);
     // The metadata server truncated already (the old chunks stay until the last close, for
@@ -267,6 +271,7 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
   if (!f.writable) return PermissionDenied("file not open for writing");
   std::lock_guard lock(f.mu);
   if (!f.sticky_error.ok()) return f.sticky_error;
+  AQ_RETURN_IF_ERROR(EnsureLease(f));  // before the append offset: the lease brings the end
   if (append || (f.flags & O_APPEND)) offset = f.size;
   if (offset + data.size() < offset) return InvalidArgument("offset + size overflows");
   if (offset + data.size() > kMaxFileBytes) {
@@ -396,6 +401,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
 }
 
 Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
+  AQ_RETURN_IF_ERROR(EnsureLease(f));
   AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
   const Layout& layout = f.layout;
   const uint64_t sb = layout.stripe_bytes();

@@ -164,6 +164,17 @@ int Run(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000 / 2));
   client_options.replaced_view_keep =
       std::chrono::milliseconds(static_cast<int64_t>(opts.attr_timeout_s * 1000) + 1000);
+  // A lock grant that finds the file changed on another host drops the kernel's pages and
+  // attributes of it before the grant is answered (Client::SetLock), so the holder reads what the
+  // previous holder wrote. The kernel holds no inode or page lock of ours in a SETLK or FLOCK
+  // request (and the blocked-lock thread is no request at all), so the invalidation cannot wait
+  // on the thread that asks for it; a write handler could, which is why only locks do this.
+  client_options.on_changed_at_lock = [&daemon](InodeId inode) {
+    const int rc = fuse_lowlevel_notify_inval_inode(daemon.session, inode.value(), 0, 0);
+    if (rc != 0 && rc != -ENOENT) {
+      Logger("fuse")->warn("drop cached pages at lock inode={} rc={}", inode.value(), rc);
+    }
+  };
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
   client_options.client_name = !opts.client_name.empty()

@@ -454,6 +454,10 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   }
   for (auto& [ino, st] : txn.states) InstallState(ino, std::move(st));
   for (uint64_t ended : txn.ended_sessions) sessions_.erase(ended);
+  if (!txn.ended_sessions.empty()) {
+    std::lock_guard lock(recall_mu_);
+    for (uint64_t ended : txn.ended_sessions) recalls_.erase(ended);
+  }
   return OkStatus();
 }
 
@@ -1076,6 +1080,7 @@ Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const 
     auto st = states_.find(ino.value());
     if (st != states_.end() && st->second.lease_holder != 0 &&
         st->second.lease_holder != session.value() && SessionAlive(st->second.lease_holder)) {
+      RecallLease(st->second.lease_holder, ino.value());
       return Status(Code::kWouldBlock, "truncate: file is open for write by another session");
     }
     next.mtime = (a.valid & (kSetMtime | kSetMtimeNow)) ? next.mtime : now;

@@ -21,6 +21,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <deque>
@@ -320,6 +322,32 @@ class MetadataService {
   Result<SessionGrant> OpenSession(std::string_view client_name);
   Status KeepAlive(SessionId session);
   Status CloseSession(SessionId session);
+  // --- write-lease recall (docs/design.md "Write-lease recall") ---
+  // An Open for write, a Create that opens an existing file for write, an AcquireLease or a
+  // SetAttr(size) refused with kWouldBlock because another live session holds the write lease
+  // also queues a recall of that lease for the holder, which WaitRecall hands it. The holder
+  // commits what it buffered and calls ReturnLease; its next write calls AcquireLease.
+  //
+  // Takes the write lease of `ino` for `session` again, for a session that still has it open
+  // for write (the lease was given back after a recall). Returns the attributes and a fresh write
+  // version (> attr.data_version); a session that holds the lease already gets the version it
+  // was last handed. Errors: kStale (unknown or expired session), kWouldBlock (another live
+  // session holds it: a recall is queued for it), kInvalidArgument (the session has `ino` open
+  // for write no more, or it is not a regular file), kNotFound.
+  Result<OpenResult> AcquireLease(InodeId ino, SessionId session);
+  // Gives `ino`'s write lease back: the session committed everything it wrote under it, so
+  // nothing is abandoned; its opens stay counted. Returning a lease the session does not hold is
+  // OK (a recall that crossed a close or another return). Errors: kStale (unknown session).
+  Status ReturnLease(InodeId ino, SessionId session);
+  // The inodes whose write lease `session` is asked to give back, waiting up to `wait` (capped
+  // at kMaxRecallWait) for the first; empty when none came. Each recall is handed out once (a
+  // session asked again while the first is handled gets another). Errors: kStale (unknown or
+  // expired session), kUnavailable (the server is stopping).
+  static constexpr std::chrono::milliseconds kMaxRecallWait{10000};
+  Result<std::vector<InodeId>> WaitRecall(SessionId session, std::chrono::milliseconds wait);
+  // Wakes every WaitRecall and makes later ones return at once (server shutdown).
+  void StopRecallWaits();
+
   // Non-blocking: kWouldBlock when a conflicting lock is held by another owner.
   Status SetLock(const LockArgs& args);
   Result<LockInfo> GetLock(const LockArgs& args);
@@ -539,6 +567,15 @@ class MetadataService {
   uint64_t next_session_ = 0;
   std::unordered_map<uint64_t, InodeState> states_;
   std::unordered_map<uint64_t, std::unique_ptr<Session>> sessions_;
+  // Write-lease recalls not yet handed out, by holder session (memory only: a refused opener
+  // asks again at its next try, which queues the recall again after a restart). recall_mu_ is a
+  // leaf, taken under mu_.
+  std::mutex recall_mu_;
+  std::condition_variable recall_cv_;
+  std::unordered_map<uint64_t, std::set<uint64_t>> recalls_;
+  bool recall_stop_ = false;
+  // Queues a recall of `ino`'s lease for `holder` (mu_ held) and wakes its WaitRecall.
+  void RecallLease(uint64_t holder, uint64_t ino);
 
   std::mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
   std::map<uint32_t, ServerState> servers_;

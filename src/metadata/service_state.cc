@@ -56,6 +56,7 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
     const InodeState* cur = txn.FindState(ino.value());
     if (cur != nullptr && cur->lease_holder != 0 && cur->lease_holder != s) {
       if (SessionAlive(cur->lease_holder)) {
+        RecallLease(cur->lease_holder, ino.value());
         return Status(Code::kWouldBlock, "inode " + ino.ToString() +
                                              " is open for write by session " +
                                              std::to_string(cur->lease_holder));
@@ -90,6 +91,117 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
   out.attr = *n;
   if (s != 0) TouchSession(session);
   return out;
+}
+
+// --- write-lease recall -----------------------------------------------------------------------
+void MetadataService::RecallLease(uint64_t holder, uint64_t ino) {
+  bool queued;
+  {
+    std::lock_guard lock(recall_mu_);
+    queued = recalls_[holder].insert(ino).second;
+  }
+  if (!queued) return;
+  recall_cv_.notify_all();
+  Logger("meta")->debug("recall write lease inode={} holder={}", ino, holder);
+}
+
+Result<OpenResult> MetadataService::AcquireLease(InodeId ino, SessionId session) {
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  auto nr = txn.Get(ino);
+  if (!nr.ok()) return nr.status();
+  Inode* n = *nr;
+  if (!n->is_reg()) return InvalidArgument("acquire lease: inode " + ino.ToString() +
+                                           " is not a regular file");
+  const uint64_t s = session.value();
+  if (s == 0 || !SessionAlive(s)) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  uint64_t holder = 0, holder_version = 0;
+  {
+    const InodeState* cur = txn.FindState(ino.value());
+    const bool writing = cur != nullptr && cur->opens.count(s) && cur->opens.at(s).write > 0;
+    if (!writing) {
+      return InvalidArgument("acquire lease: inode " + ino.ToString() +
+                             " is not open for write by session " + session.ToString());
+    }
+    holder = cur->lease_holder;
+    holder_version = cur->lease_version;
+  }
+  OpenResult out;
+  if (holder == s) {  // held already (a re-send, or a recall that never came)
+    out.attr = *n;
+    out.write_version = holder_version;
+    TouchSession(session);
+    return out;
+  }
+  if (holder != 0) {
+    if (SessionAlive(holder)) {
+      RecallLease(holder, ino.value());
+      return Status(Code::kWouldBlock, "inode " + ino.ToString() +
+                                           " is open for write by session " +
+                                           std::to_string(holder));
+    }
+    AbandonLeaseVersion(txn, ino, holder_version);  // as in Open: a holder past its ttl
+  }
+  AbandonRestoredLeftovers(txn, n);
+  out.write_version = NextWriteVersion(txn);
+  InodeState& st = txn.State(ino.value());
+  st.lease_holder = s;
+  st.lease_version = out.write_version;
+  AQ_RETURN_IF_ERROR(Apply(txn, false));
+  out.attr = *n;
+  TouchSession(session);
+  return out;
+}
+
+Status MetadataService::ReturnLease(InodeId ino, SessionId session) {
+  const uint64_t s = session.value();
+  std::unique_lock lock(mu_);
+  if (s == 0 || !sessions_.count(s)) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  TouchSession(session);
+  Txn txn(this);
+  const InodeState* cur = txn.FindState(ino.value());
+  if (cur == nullptr || cur->lease_holder != s) return OkStatus();
+  // The holder committed all it wrote (the client returns a lease only after a commit that
+  // succeeded), and the version it was handed with that commit is unused: nothing to abandon.
+  // Abandoning it anyway would fill the inode's 16 abandoned ranges with empty ones and push
+  // out a dead writer's.
+  InodeState& st = txn.State(ino.value());
+  st.lease_holder = 0;
+  st.lease_version = 0;
+  return Apply(txn, false);
+}
+
+Result<std::vector<InodeId>> MetadataService::WaitRecall(SessionId session,
+                                                         std::chrono::milliseconds wait) {
+  const uint64_t s = session.value();
+  {
+    std::shared_lock lock(mu_);
+    if (s == 0 || !SessionAlive(s)) {
+      return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+    }
+  }
+  wait = std::clamp(wait, std::chrono::milliseconds(0), kMaxRecallWait);
+  std::unique_lock lock(recall_mu_);
+  recall_cv_.wait_for(lock, wait, [&] { return recall_stop_ || recalls_.count(s) != 0; });
+  if (recall_stop_) return Unavailable("metadata server stopping");
+  std::vector<InodeId> out;
+  auto it = recalls_.find(s);
+  if (it == recalls_.end()) return out;
+  for (uint64_t ino : it->second) out.push_back(InodeId(ino));
+  recalls_.erase(it);
+  return out;
+}
+
+void MetadataService::StopRecallWaits() {
+  {
+    std::lock_guard lock(recall_mu_);
+    recall_stop_ = true;
+  }
+  recall_cv_.notify_all();
 }
 
 Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) {

@@ -2,7 +2,9 @@
 #include <linux/fs.h>
 #include <sys/xattr.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -931,6 +933,112 @@ TEST_F(MetadataServiceTest, WriteLeaseIsExclusivePerSessionAndFreedByReleaseOrEx
   svc_->Tick();
   EXPECT_EQ(svc_->KeepAlive(s2->session).code(), Code::kStale);
   EXPECT_TRUE(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).ok());
+}
+
+// Write-lease recall (docs/design.md "Write-lease recall"): a conflicting open queues a recall
+// for the holder; the holder commits and returns the lease; its next write takes it back.
+TEST_F(MetadataServiceTest, AConflictingOpenRecallsTheLeaseAndTheHolderTakesItBack) {
+  auto s1 = svc_->OpenSession("one");
+  auto s2 = svc_->OpenSession("two");
+  Inode f = File(kRootInode, "f");
+  auto w1 = svc_->Open(f.ino, O_WRONLY, s1->session, Root());
+  ASSERT_TRUE(w1.ok());
+  EXPECT_TRUE(svc_->WaitRecall(s1->session, std::chrono::milliseconds(0))->empty());
+  EXPECT_EQ(svc_->Open(f.ino, O_RDWR, s2->session, Root()).status().code(), Code::kWouldBlock);
+  EXPECT_EQ(svc_->Open(f.ino, O_RDWR, s2->session, Root()).status().code(), Code::kWouldBlock);
+  auto recalls = svc_->WaitRecall(s1->session, std::chrono::milliseconds(0));
+  ASSERT_TRUE(recalls.ok());
+  EXPECT_EQ(*recalls, std::vector<InodeId>{f.ino});  // asked twice, handed once
+  EXPECT_TRUE(svc_->WaitRecall(s1->session, std::chrono::milliseconds(0))->empty());
+  EXPECT_TRUE(svc_->WaitRecall(s2->session, std::chrono::milliseconds(0))->empty());
+
+  auto c1 = svc_->Commit(CommitArgs{f.ino, s1->session, 100, {1, 1}, w1->write_version, false});
+  ASSERT_TRUE(c1.ok());
+  ASSERT_TRUE(svc_->ReturnLease(f.ino, s1->session).ok());
+  ASSERT_TRUE(svc_->ReturnLease(f.ino, s1->session).ok());  // not held: nothing to do
+  auto w2 = svc_->Open(f.ino, O_RDWR, s2->session, Root());
+  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
+  EXPECT_EQ(w2->attr.size, 100u);
+  EXPECT_GT(w2->write_version, c1->attr.data_version);
+  // s1 still has it open for write: its next write asks for the lease, and s2 is recalled.
+  EXPECT_EQ(svc_->AcquireLease(f.ino, s1->session).status().code(), Code::kWouldBlock);
+  EXPECT_EQ(*svc_->WaitRecall(s2->session, std::chrono::milliseconds(0)),
+            std::vector<InodeId>{f.ino});
+  // A commit by s1 now, without the lease, is refused: s2 holds it.
+  EXPECT_EQ(svc_->Commit(CommitArgs{f.ino, s1->session, 50, {1, 1}, c1->next_write_version, false})
+                .status()
+                .code(),
+            Code::kStale);
+  auto c2 = svc_->Commit(CommitArgs{f.ino, s2->session, 200, {2, 2}, w2->write_version, false});
+  ASSERT_TRUE(c2.ok());
+  ASSERT_TRUE(svc_->ReturnLease(f.ino, s2->session).ok());
+  auto again = svc_->AcquireLease(f.ino, s1->session);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->attr.size, 200u);
+  EXPECT_GT(again->write_version, c2->attr.data_version);
+  EXPECT_TRUE(again->attr.abandoned_versions.empty());  // returned leases abandon nothing
+  auto held = svc_->AcquireLease(f.ino, s1->session);  // held already: the same version
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->write_version, again->write_version);
+  ASSERT_TRUE(
+      svc_->Commit(CommitArgs{f.ino, s1->session, 300, {3, 3}, again->write_version, false}).ok());
+  // A truncate by s2 while s1 holds the lease recalls it too.
+  SetAttrArgs cut;
+  cut.valid = kSetSize;
+  cut.size = 10;
+  EXPECT_EQ(svc_->SetAttr(f.ino, cut, Root(), s2->session).status().code(), Code::kWouldBlock);
+  EXPECT_EQ(*svc_->WaitRecall(s1->session, std::chrono::milliseconds(0)),
+            std::vector<InodeId>{f.ino});
+  CheckInvariants();
+}
+
+TEST_F(MetadataServiceTest, AcquireLeaseAndWaitRecallRefuseWhatTheyCannotServe) {
+  auto s1 = svc_->OpenSession("one");
+  Inode f = File(kRootInode, "f");
+  auto d = svc_->Mkdir(kRootInode, "d", 0755, Root());
+  ASSERT_TRUE(d.ok());
+  // Not open for write by the session (only read, or not at all).
+  EXPECT_EQ(svc_->AcquireLease(f.ino, s1->session).status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(svc_->Open(f.ino, O_RDONLY, s1->session, Root()).ok());
+  EXPECT_EQ(svc_->AcquireLease(f.ino, s1->session).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(svc_->AcquireLease(d->ino, s1->session).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(svc_->AcquireLease(InodeId(999999), s1->session).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->AcquireLease(f.ino, SessionId(12345)).status().code(), Code::kStale);
+  EXPECT_EQ(svc_->ReturnLease(f.ino, SessionId(12345)).code(), Code::kStale);
+  EXPECT_EQ(svc_->WaitRecall(SessionId(12345), std::chrono::milliseconds(0)).status().code(),
+            Code::kStale);
+  // A recall for a session that ends is dropped with it.
+  auto s2 = svc_->OpenSession("two");
+  ASSERT_TRUE(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).ok());
+  EXPECT_EQ(svc_->Open(f.ino, O_WRONLY, s2->session, Root()).status().code(), Code::kWouldBlock);
+  ASSERT_TRUE(svc_->CloseSession(s1->session).ok());
+  EXPECT_EQ(svc_->WaitRecall(s1->session, std::chrono::milliseconds(0)).status().code(),
+            Code::kStale);
+  EXPECT_TRUE(svc_->Open(f.ino, O_WRONLY, s2->session, Root()).ok());
+}
+
+TEST_F(MetadataServiceTest, WaitRecallWakesAtARecallAndEndsAtShutdown) {
+  auto s1 = svc_->OpenSession("one");
+  auto s2 = svc_->OpenSession("two");
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->Open(f.ino, O_WRONLY, s1->session, Root()).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] {
+    return svc_->WaitRecall(s1->session, std::chrono::milliseconds(8000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(svc_->Open(f.ino, O_WRONLY, s2->session, Root()).status().code(), Code::kWouldBlock);
+  Result<std::vector<InodeId>> got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, std::vector<InodeId>{f.ino});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(4000));
+  auto stopped = std::async(std::launch::async, [&] {
+    return svc_->WaitRecall(s1->session, std::chrono::milliseconds(8000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  svc_->StopRecallWaits();
+  EXPECT_EQ(stopped.get().status().code(), Code::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(4000));
 }
 
 TEST_F(MetadataServiceTest, AnOpenThatTakesADeadSessionsLeaseAbandonsItsVersion) {

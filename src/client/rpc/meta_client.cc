@@ -128,6 +128,9 @@ std::optional<wire::MetaMethod> WireMethodOf(StubMethod<Req, Resp> m) {
   AQ_WIRE_METHOD(GetLock, LockRequest, LockResponse)
   AQ_WIRE_METHOD(GetClusterMap, ClusterMapRequest, ClusterMapResponse)
   AQ_WIRE_METHOD(Sync, SyncRequest, StatusResponse)
+  AQ_WIRE_METHOD(AcquireLease, LeaseRequest, OpenResponse)
+  AQ_WIRE_METHOD(ReturnLease, LeaseRequest, StatusResponse)
+  AQ_WIRE_METHOD(WaitRecall, WaitRecallRequest, WaitRecallResponse)
 #undef AQ_WIRE_METHOD
   return std::nullopt;
 }
@@ -461,6 +464,36 @@ class GrpcMetaClient final : public MetaClient {
     session_.store(resp.session(), std::memory_order_release);
     FollowWire(resp.wire_port(), resp.wire_instance(), /*fresh=*/true);
     return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
+  }
+
+  Result<OpenReply> AcquireLease(InodeId inode, SessionId session) override {
+    pb::LeaseRequest req;
+    req.set_ino(inode.value());
+    req.set_session(session.value());
+    pb::OpenResponse resp;
+    Status s = FromRpc(Call(&pb::MetaService::Stub::AcquireLease, req, &resp, Retry::kNo), &resp);
+    if (!s.ok()) return s;
+    return OpenReply{FromPb(resp.attr()), resp.write_version()};
+  }
+  Status ReturnLease(InodeId inode, SessionId session) override {
+    pb::LeaseRequest req;
+    req.set_ino(inode.value());
+    req.set_session(session.value());
+    pb::StatusResponse resp;
+    return FromRpc(Call(&pb::MetaService::Stub::ReturnLease, req, &resp, Retry::kNo), &resp);
+  }
+  // Does not wait out an outage (Retry::kBrief): the client's recall loop asks again.
+  Result<std::vector<InodeId>> WaitRecall(SessionId session,
+                                          std::chrono::milliseconds wait) override {
+    pb::WaitRecallRequest req;
+    req.set_session(session.value());
+    req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(wait.count(), 0, 10000)));
+    pb::WaitRecallResponse resp;
+    Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
+    if (!s.ok()) return s;
+    std::vector<InodeId> out;
+    for (uint64_t ino : resp.inodes()) out.push_back(InodeId(ino));
+    return out;
   }
 
   // Neither waits out an outage (Retry::kBrief): the client's keep-alive runs again a third of a

@@ -114,6 +114,29 @@ class MetaClient {
   virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
   virtual Status KeepAlive(SessionId session) = 0;
   virtual Status CloseSession(SessionId session) = 0;
+  // Write-lease recall (docs/design.md "Write-lease recall"). AcquireLease takes the lease of a
+  // file `session` has open for write again (after ReturnLease); replies as Open does. Errors:
+  // kWouldBlock (another session holds it; it is asked to give it back), kStale, kNotFound.
+  // ReturnLease gives it back after everything written under it was committed. WaitRecall: the
+  // inodes whose lease the session is asked to return; over the metadata wire it waits up to
+  // `wait` (at most 10 s) for the first, over gRPC it answers at once. Defaults (fakes):
+  // kNotSupported.
+  virtual Result<OpenReply> AcquireLease(InodeId inode, SessionId session) {
+    (void)inode;
+    (void)session;
+    return Status(Code::kNotSupported, "AcquireLease");
+  }
+  virtual Status ReturnLease(InodeId inode, SessionId session) {
+    (void)inode;
+    (void)session;
+    return Status(Code::kNotSupported, "ReturnLease");
+  }
+  virtual Result<std::vector<InodeId>> WaitRecall(SessionId session,
+                                                  std::chrono::milliseconds wait) {
+    (void)session;
+    (void)wait;
+    return Status(Code::kNotSupported, "WaitRecall");
+  }
   virtual Status SetLock(InodeId inode, SessionId session, uint64_t owner,
                          const LockRange& range, bool flock) = 0;
   virtual Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,

@@ -186,6 +186,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     return v;
   }
 
+  void StopRecallWaits() { svc_->StopRecallWaits(); }
+
   // The metadata wire's port and hello token, told to clients by OpenSession. Set before serving.
   void SetWire(uint16_t port, uint64_t instance) {
     wire_port_ = port;
@@ -573,6 +575,53 @@ class ServiceImpl final : public pb::MetaService::Service {
     SetStatus(resp->mutable_status(), svc_->CloseSession(SessionId(req->session())));
     return grpc::Status::OK;
   }
+  grpc::Status AcquireLease(grpc::ServerContext*, const pb::LeaseRequest* req,
+                            pb::OpenResponse* resp) override {
+    const InodeId ino(req->ino());
+    const SessionId session(req->session());
+    TaggedCall call(this, req->tag());
+    auto replay = [&]() -> Result<OpenResult> {
+      Result<Inode> attr = svc_->GetAttr(ino);
+      if (!attr.ok()) return attr.status();
+      Result<uint64_t> version = ReplayedLeaseVersion(ino, session);
+      if (!version.ok()) return version.status();
+      return OpenResult{.attr = *attr, .write_version = *version};
+    };
+    Result<OpenResult> r = call.applied() ? replay() : svc_->AcquireLease(ino, session);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      ToPb(r->attr, resp->mutable_attr());
+      resp->set_write_version(r->write_version);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ReturnLease(grpc::ServerContext*, const pb::LeaseRequest* req,
+                           pb::StatusResponse* resp) override {
+    TaggedCall call(this, req->tag());
+    SetStatus(resp->mutable_status(),
+              call.applied() ? OkStatus()
+                             : svc_->ReturnLease(InodeId(req->ino()), SessionId(req->session())));
+    return grpc::Status::OK;
+  }
+  // Over gRPC a recall wait would hold one of the server's few request threads per mount: it
+  // answers at once (the client polls). The metadata wire has a thread per connection and waits.
+  grpc::Status WaitRecall(grpc::ServerContext*, const pb::WaitRecallRequest* req,
+                          pb::WaitRecallResponse* resp) override {
+    return AnswerWaitRecall(*req, std::chrono::milliseconds(0), resp);
+  }
+  grpc::Status WaitRecallOnWire(grpc::ServerContext*, const pb::WaitRecallRequest* req,
+                                pb::WaitRecallResponse* resp) {
+    return AnswerWaitRecall(*req, std::chrono::milliseconds(req->wait_ms()), resp);
+  }
+  grpc::Status AnswerWaitRecall(const pb::WaitRecallRequest& req, std::chrono::milliseconds wait,
+                                pb::WaitRecallResponse* resp) {
+    Result<std::vector<InodeId>> r = svc_->WaitRecall(SessionId(req.session()), wait);
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      for (InodeId ino : *r) resp->add_inodes(ino.value());
+    }
+    return grpc::Status::OK;
+  }
   grpc::Status SetLock(grpc::ServerContext*, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
     TaggedCall call(this, req->tag());
@@ -835,6 +884,9 @@ class WireDispatch {
     Add(M::kGetLock, &ServiceImpl::GetLock);
     Add(M::kGetClusterMap, &ServiceImpl::GetClusterMap);
     Add(M::kSync, &ServiceImpl::Sync);
+    Add(M::kAcquireLease, &ServiceImpl::AcquireLease);
+    Add(M::kReturnLease, &ServiceImpl::ReturnLease);
+    Add(M::kWaitRecall, &ServiceImpl::WaitRecallOnWire);
   }
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.
@@ -968,6 +1020,7 @@ uint64_t MetaRpcServer::wire_calls() const { return impl_->dispatch ? impl_->dis
 void MetaRpcServer::Shutdown() {
   if (impl_->stopped) return;
   impl_->stopped = true;
+  impl_->service->StopRecallWaits();  // before the wire waits for its connection threads
   if (impl_->wire) impl_->wire->Shutdown();
   if (!impl_->server) return;  // Start failed
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));

@@ -1,0 +1,205 @@
+// Write-lease recall on the client side (docs/design.md "Write-lease recall"): the recall loop,
+// giving a lease back, taking it again at the next write, and the cache coherence a lock gives.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "client/client_impl.h"
+#include "common/logging.h"
+
+namespace aquifer {
+
+namespace {
+// How long one WaitRecall waits on the metadata wire. Short enough that a client stopping with
+// a file still open for write is not held long; over gRPC the call answers at once and the loop
+// polls every kRecallPoll instead.
+constexpr std::chrono::milliseconds kRecallWait{2000};
+constexpr std::chrono::milliseconds kRecallPoll{200};
+}  // namespace
+
+std::vector<OpenFile*> Client::Impl::PinHandles(InodeId inode, bool writers_only) {
+  std::vector<OpenFile*> out;
+  std::lock_guard lock(registry_->mu);
+  auto [begin, end] = registry_->files.equal_range(inode);
+  for (auto it = begin; it != end; ++it) {
+    if (writers_only && !it->second->writable) continue;
+    ++it->second->pins;  // kept alive until Unpin
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+void Client::Impl::Unpin(const std::vector<OpenFile*>& files) {
+  if (files.empty()) return;
+  {
+    std::lock_guard lock(registry_->mu);
+    for (OpenFile* f : files) --f->pins;
+  }
+  registry_->unpinned.notify_all();
+}
+
+bool Client::Impl::HasWriters() {
+  std::lock_guard lock(registry_->mu);
+  return std::any_of(registry_->files.begin(), registry_->files.end(),
+                     [](const auto& entry) { return entry.second->writable; });
+}
+
+void Client::Impl::RecallLoop() {
+  using Clock = std::chrono::steady_clock;
+  for (;;) {
+    {
+      // Only a client with a file open for write can hold a lease: the others ask nothing.
+      std::unique_lock lock(recall_mu_);
+      while (!recall_stop_) {
+        lock.unlock();
+        const bool writing = HasWriters();
+        lock.lock();
+        if (writing || recall_stop_) break;
+        recall_cv_.wait_for(lock, std::chrono::seconds(1));
+      }
+      if (recall_stop_) return;
+    }
+    const auto start = Clock::now();
+    Result<std::vector<InodeId>> recalls = meta_->WaitRecall(session(), kRecallWait);
+    if (!recalls.ok() && recalls.status().code() == Code::kNotSupported) {
+      Logger("client")->info("metadata server has no write-lease recall; not asking again");
+      return;
+    }
+    if (recalls.ok()) {
+      for (InodeId inode : *recalls) HandleRecall(inode);
+    } else if (!IsSessionLost(recalls.status()) &&
+               recalls.status().code() != Code::kUnavailable) {
+      Logger("client")->debug("wait for recalls failed status={}", recalls.status().ToString());
+    }
+    // An answer that came at once (gRPC does not wait; an error) is followed by a pause, so
+    // the loop polls rather than spins.
+    if (!recalls.ok() || (recalls->empty() && Clock::now() - start < kRecallWait / 2)) {
+      std::unique_lock lock(recall_mu_);
+      recall_cv_.wait_for(lock, kRecallPoll, [this] { return recall_stop_; });
+    }
+  }
+}
+
+void Client::Impl::HandleRecall(InodeId inode) {
+  const std::vector<OpenFile*> writers = PinHandles(inode, /*writers_only=*/true);
+  bool gave_up = false, kept = false;
+  for (OpenFile* f : writers) {
+    if (!f->lease_held.load()) continue;  // gave it back already (a recall asked twice)
+    std::lock_guard lock(f->mu);
+    if (!f->lease_held.load()) continue;
+    Status s = Commit(*f, /*sync=*/false);
+    if (!s.ok()) {
+      // Its bytes are not safe yet: keep the lease (the other client's open waits, at most its
+      // lease_wait) rather than return a lease with uncommitted chunks under it.
+      Logger("client")->warn("recall inode={}: commit failed, lease kept status={}",
+                             inode.value(), s.ToString());
+      kept = true;
+      continue;
+    }
+    f->lease_held.store(false);
+    gave_up = true;
+  }
+  if (gave_up && !kept) {
+    Status s = WithSession([&](SessionId session) { return meta_->ReturnLease(inode, session); });
+    if (!s.ok()) {
+      Logger("client")->warn("return lease inode={} failed status={}", inode.value(),
+                             s.ToString());
+    }
+  }
+  Unpin(writers);
+}
+
+Status Client::Impl::EnsureLease(OpenFile& f) {
+  if (f.lease_held.load()) return OkStatus();
+  const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
+  std::chrono::milliseconds backoff(2);
+  for (;;) {
+    Result<client::OpenReply> reply = WithSession(
+        [&](SessionId session) { return meta_->AcquireLease(f.inode, session); });
+    if (reply.ok()) {
+      // The file as the metadata server has it now: another client may have written, appended
+      // or truncated since this writer's last commit (which left nothing buffered).
+      const Attributes& a = reply->attr;
+      f.written_len.clear();
+      f.write_version = reply->write_version;
+      f.committed_version = a.data_version;
+      f.size = a.size_bytes;
+      f.local_size.store(f.size);
+      f.stored_size = a.size_bytes;
+      f.committed_stripes = a.stripes;
+      f.committed_abandoned = OpenFile::AbandonedOf(a);
+      f.truncate_floor = a.truncate_floor;
+      f.mtime = a.mtime;
+      f.SetView(a);
+      f.lease_held.store(true);
+      return OkStatus();
+    }
+    if (reply.status().code() != Code::kWouldBlock ||
+        std::chrono::steady_clock::now() + backoff > deadline) {
+      return reply.status().WithPrefix("take the write lease back");
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+bool Client::Impl::RevalidateForLock(InodeId inode) {
+  const std::vector<OpenFile*> files = PinHandles(inode, /*writers_only=*/false);
+  bool stale = false;
+  for (OpenFile* f : files) {
+    if (f->writable && f->lease_held.load()) continue;  // no one else can have written
+    stale = true;
+  }
+  bool changed = false;
+  if (stale) {
+    Result<Attributes> attr = meta_->GetAttr(inode);
+    if (attr.ok()) {
+      for (OpenFile* f : files) {
+        if (!f->writable) {
+          const FileView before = f->View();
+          f->RefreshView(*attr);
+          changed = changed || before.version != attr->data_version ||
+                    before.size != attr->size_bytes;
+          continue;
+        }
+        std::lock_guard lock(f->mu);
+        if (f->lease_held.load() || f->dirty.load()) continue;
+        changed = changed || f->committed_version != attr->data_version ||
+                  f->size != attr->size_bytes;
+        f->committed_version = attr->data_version;
+        // A writer reads below its write version: without the lease that is the committed one
+        // (EnsureLease hands it a new one before it writes).
+        f->write_version = attr->data_version;
+        f->size = attr->size_bytes;
+        f->local_size.store(f->size);
+        f->stored_size = attr->size_bytes;
+        f->committed_stripes = attr->stripes;
+        f->committed_abandoned = OpenFile::AbandonedOf(*attr);
+        f->truncate_floor = attr->truncate_floor;
+        f->SetView(*attr);
+      }
+    } else {
+      Logger("client")->warn("refresh at lock inode={} failed status={}", inode.value(),
+                             attr.status().ToString());
+      changed = true;  // cannot tell: let the kernel ask again
+    }
+  }
+  Unpin(files);
+  return changed;
+}
+
+Status Client::Impl::CommitForUnlock(InodeId inode) {
+  const std::vector<OpenFile*> writers = PinHandles(inode, /*writers_only=*/true);
+  Status result;
+  for (OpenFile* f : writers) {
+    if (!f->dirty.load()) continue;
+    std::lock_guard lock(f->mu);
+    Status s = Commit(*f, /*sync=*/false);
+    if (result.ok()) result = s;
+  }
+  Unpin(writers);
+  return result;
+}
+
+}  // namespace aquifer
