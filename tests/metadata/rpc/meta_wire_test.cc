@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "aquifer/units.h"
 #include "client/rpc/meta_client.h"
@@ -137,6 +138,70 @@ TEST_F(MetaWireTest, SizesAndLockRangesPastTheLargestFileSizeAreRefusedOverBothT
     EXPECT_TRUE(c->Release(ino, session->id, true).ok());
   }
   EXPECT_GE(server_->wire_calls(), 8u);
+}
+
+// Write-lease recall over both transports: WaitRecall waits for a recall on the wire (a
+// thread per connection there) and answers at once over gRPC (a waiting call would hold one of
+// its few threads); AcquireLease and ReturnLease answer alike on both.
+TEST_F(MetaWireTest, WaitRecallWaitsOnTheWireAndAnswersAtOnceOverGrpc) {
+  StartServer(true);
+  for (int i = 0; i < 6; ++i) {  // a PG table for the files' layout: 4 + 2 failure domains
+    ASSERT_TRUE(service_
+                    ->RegisterServer({"127.0.0.1:" + std::to_string(7000 + i),
+                                      "fd" + std::to_string(i), uint64_t{1} << 40, 0,
+                                      "uuid-" + std::to_string(i)})
+                    .ok());
+  }
+  for (const bool wire : {true, false}) {
+    SCOPED_TRACE(wire ? "wire" : "grpc");
+    auto holder = NewClient(wire);
+    auto other = NewClient(wire);
+    Result<client::SessionInfo> hs = holder->OpenSession("holder");
+    Result<client::SessionInfo> os = other->OpenSession("other");
+    ASSERT_TRUE(hs.ok() && os.ok());
+    const std::string name = wire ? "w" : "g";
+    Result<client::OpenReply> made =
+        holder->Create(kRootInode, name, S_IFREG | 0644, 0, true, kRoot, hs->id, true);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    const InodeId ino = made->attr.inode;
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::vector<InodeId>> none = holder->WaitRecall(hs->id, milliseconds(600));
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_TRUE(none->empty());
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    if (wire) {
+      EXPECT_GE(waited, milliseconds(500));
+    } else {
+      EXPECT_LT(waited, milliseconds(400));
+    }
+    EXPECT_EQ(other->Open(ino, O_RDWR, os->id, kRoot).status().code(), Code::kWouldBlock);
+    Result<std::vector<InodeId>> recalled = holder->WaitRecall(hs->id, milliseconds(600));
+    ASSERT_TRUE(recalled.ok());
+    EXPECT_EQ(*recalled, std::vector<InodeId>{ino});
+    ASSERT_TRUE(holder->ReturnLease(ino, hs->id).ok());
+    Result<client::OpenReply> taken = other->Open(ino, O_RDWR, os->id, kRoot);
+    ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+    EXPECT_EQ(holder->AcquireLease(ino, hs->id).status().code(), Code::kWouldBlock);
+    ASSERT_TRUE(other->ReturnLease(ino, os->id).ok());
+    Result<client::OpenReply> back = holder->AcquireLease(ino, hs->id);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_GT(back->write_version, taken->write_version);
+    EXPECT_EQ(holder->WaitRecall(SessionId(777), milliseconds(0)).status().code(), Code::kStale);
+  }
+}
+
+// A server shutting down ends a recall wait at once rather than after its wait.
+TEST_F(MetaWireTest, AServerShutdownEndsARecallWaitOnTheWire) {
+  StartServer(true);
+  auto c = NewClient(true);
+  Result<client::SessionInfo> s = c->OpenSession("waiter");
+  ASSERT_TRUE(s.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread waiter([&] { (void)c->WaitRecall(s->id, milliseconds(8000)); });
+  std::this_thread::sleep_for(milliseconds(100));
+  server_->Shutdown();
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000));
 }
 
 TEST_F(MetaWireTest, ClientUsesGrpcWhenTheServerServesNoWire) {
