@@ -61,7 +61,9 @@ void Client::Impl::RecallLoop() {
       if (recall_stop_) return;
     }
     const auto start = Clock::now();
-    Result<std::vector<InodeId>> recalls = meta_->WaitRecall(session(), kRecallWait);
+    // Well inside one RPC deadline, so a long poll never looks like a lost server.
+    const auto wait = std::min<std::chrono::milliseconds>(kRecallWait, options_.rpc_timeout / 2);
+    Result<std::vector<InodeId>> recalls = meta_->WaitRecall(session(), wait);
     if (!recalls.ok() && recalls.status().code() == Code::kNotSupported) {
       Logger("client")->info("metadata server has no write-lease recall; not asking again");
       return;
@@ -74,7 +76,7 @@ void Client::Impl::RecallLoop() {
     }
     // An answer that came at once (gRPC does not wait; an error) is followed by a pause, so
     // the loop polls rather than spins.
-    if (!recalls.ok() || (recalls->empty() && Clock::now() - start < kRecallWait / 2)) {
+    if (!recalls.ok() || (recalls->empty() && Clock::now() - start < wait / 2)) {
       std::unique_lock lock(recall_mu_);
       recall_cv_.wait_for(lock, kRecallPoll, [this] { return recall_stop_; });
     }
@@ -134,6 +136,13 @@ Status Client::Impl::EnsureLease(OpenFile& f) {
       f.SetView(a);
       f.lease_held.store(true);
       return OkStatus();
+    }
+    if (reply.status().code() == Code::kInvalidArgument) {
+      // The session this handle was opened in expired (this client was cut off longer than its
+      // ttl) and a new one holds no open of the file: only a new open can write it.
+      return Status(Code::kStale, "take the write lease of inode " + f.inode.ToString() +
+                                      " back: its open went with an expired session; " +
+                                      reply.status().message());
     }
     if (reply.status().code() != Code::kWouldBlock ||
         std::chrono::steady_clock::now() + backoff > deadline) {
