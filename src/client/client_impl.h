@@ -229,6 +229,24 @@ class OpenFile {
   Status sticky_error;             // first failure of an asynchronous stripe write
   Timestamp mtime;
 
+  // Takes `a` (attributes as the metadata server sent them) as the file this writer last
+  // committed, with nothing written since (mu held, or the handle not shared yet), and
+  // `next_version` as the version it writes next, or reads below while it does not hold the
+  // lease: at open, when it takes the lease back, and at a lock grant without the lease.
+  void AdoptCommitted(const Attributes& a, uint64_t next_version) {
+    SetView(a);
+    committed_stripes = a.stripes;
+    committed_abandoned = AbandonedOf(a);
+    truncate_floor = a.truncate_floor;
+    write_version = next_version;
+    committed_version = a.data_version;
+    size = a.size_bytes;
+    local_size.store(size);
+    stored_size = a.size_bytes;
+    written_len.clear();
+    mtime = a.mtime;
+  }
+
   // Sequential-read detection.
   std::mutex seq_mu;  // guards next_offset, sequential
   uint64_t next_offset = 0;

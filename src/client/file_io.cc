@@ -110,17 +110,8 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->writable = (flags & O_ACCMODE) != O_RDONLY;
   file->layout = reply.attr.layout;
   file->registry = registry_;
-  file->SetView(reply.attr);
-  file->committed_stripes = reply.attr.stripes;
-  file->committed_abandoned = file->view_abandoned;
-  file->truncate_floor = reply.attr.truncate_floor;
-  file->write_version = reply.write_version;
+  file->AdoptCommitted(reply.attr, reply.write_version);
   file->lease_held.store(file->writable);  // an open for write took the lease
-  file->committed_version = reply.attr.data_version;
-  file->size = reply.attr.size_bytes;
-  file->local_size.store(file->size);
-  file->stored_size = reply.attr.size_bytes;
-  file->mtime = reply.attr.mtime;
   const bool regular = (reply.attr.mode & S_IFMT) == S_IFREG;
   if (regular) {
     Status valid = client::ValidateLayout(file->layout);

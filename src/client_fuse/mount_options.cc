@@ -151,10 +151,10 @@ const char* UsageText() {
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
-         "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits for an unreachable or\n"
-         "  restarting aquifer-meta, 0..3600, default 120, then EIO); other -o options go to FUSE\n"
-         "  (ro, allow_other, ...). mount(8) words (rw, defaults, _netdev, noauto, nofail, x-*)\n"
-         "  are ignored.\n";
+         "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
+         "  for an unreachable or restarting aquifer-meta, 0..3600, default 120, then EIO);\n"
+         "  other -o options go to FUSE (ro, allow_other, ...). mount(8) words (rw, defaults,\n"
+         "  _netdev, noauto, nofail, x-*) are ignored.\n";
 }
 
 }  // namespace aquifer::fuse

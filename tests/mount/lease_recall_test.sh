@@ -26,6 +26,7 @@
 # AQ_DATA_BIN and AQ_MOUNT_BIN.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
+SQL="$(dirname "$0")/sqlite_tool.py"
 A=$AQ_SCRATCH/a
 B=$AQ_SCRATCH/b
 C=$AQ_SCRATCH/c
@@ -236,61 +237,6 @@ elif cmd == "regions":  # PATH SIZE SEED OFFSET2: the file the holder and the op
                             + (f", {nz} non-zero)" if nz is not None else ")"))
     print(f"{len(data)} bytes, " + ("every region right" if not problems else "; ".join(problems)))
     sys.exit(1 if problems else 0)
-elif cmd == "sqlcreate":  # DB
-    import sqlite3
-    con = sqlite3.connect(args[0])
-    con.execute("create table t(id integer primary key, writer int, seq int, payload blob)")
-    con.commit()
-    print("journal_mode", con.execute("pragma journal_mode").fetchone()[0])
-elif cmd == "sqlwrite":  # DB WRITER N GO: N one-row transactions, once GO exists
-    import sqlite3
-    db, wid, n, go = args[0], int(args[1]), int(args[2]), args[3]
-    con = sqlite3.connect(db, timeout=60, isolation_level=None)
-    await_file(go)
-    t0 = time.monotonic()
-    longest = 0.0
-    for seq in range(n):
-        t = time.monotonic()
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("insert into t(writer, seq, payload) values (?, ?, ?)",
-                    (wid, seq, block(f"{wid}:{seq}", 200)))
-        con.execute("COMMIT")
-        longest = max(longest, time.monotonic() - t)
-        if seq == 0:
-            first = time.time()
-    last = time.time()
-    con.close()
-    el = time.monotonic() - t0
-    print(f"writer {wid}: {n} rows in {el:.1f}s ({el / n * 1000:.1f} ms a transaction), longest "
-          f"transaction {longest:.2f}s")
-    print(f"{first:.3f} {last:.3f}")  # wall clock of its first and last commit
-elif cmd == "sqlcheck":  # DB N: integrity, and rows (1..2, 0..N-1) each there exactly once
-    import sqlite3
-    db, n = args[0], int(args[1])
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
-    ic = [r[0] for r in con.execute("pragma integrity_check")]
-    rows = con.execute("select writer, seq, payload from t").fetchall()
-    bad = [] if ic == ["ok"] else [f"integrity_check: {ic[:5]}"]
-    count = {}
-    for w, s, p in rows:
-        count[(w, s)] = count.get((w, s), 0) + 1
-        if p != block(f"{w}:{s}", 200):
-            bad.append(f"row ({w}, {s}): wrong payload")
-    for w in (1, 2):
-        lost = [s for s in range(n) if (w, s) not in count]
-        if lost:
-            bad.append(f"writer {w}: {len(lost)} rows lost, first seqs {lost[:10]}")
-    dup = [k for k, c in count.items() if c > 1]
-    extra = [k for k in count if k[0] not in (1, 2) or not 0 <= k[1] < n]
-    if dup:
-        bad.append(f"{len(dup)} rows there more than once, e.g. {dup[:5]}")
-    if extra:
-        bad.append(f"{len(extra)} rows nobody wrote, e.g. {extra[:5]}")
-    print(f"integrity_check {ic[0] if len(ic) == 1 else ic[:3]}, {len(rows)} rows, "
-          f"{len(count)} distinct (writer, seq) of {2 * n}")
-    for b in bad[:20]:
-        print(f"  {b}")
-    sys.exit(1 if bad else 0)
 PY
 
 declare -a FAILED=()
@@ -339,13 +285,14 @@ forget_pid() {
   AQ_EXTRA_PIDS=("${keep[@]}")
 }
 # check WHAT CMD...: runs an lr.py check under timeout, logs its output, a failure unless 0.
-check() {
-  local what=$1 rc=0 out
-  shift
-  out=$(timeout "$T" "$PY" "$AQ_SCRATCH/lr.py" "$@" 2>&1) || rc=$?
+check_with() {  # TOOL WHAT ARGS...: runs TOOL ARGS; a failure is a failed check WHAT
+  local tool=$1 what=$2 rc=0 out
+  shift 2
+  out=$(timeout "$T" "$PY" "$tool" "$@" 2>&1) || rc=$?
   aq_log "$CASE: $what: $out"
   [ $rc = 0 ] || bad "$what (rc $rc): $(echo "$out" | tr '\n' ' ')"
 }
+check() { check_with "$AQ_SCRATCH/lr.py" "$@"; }
 
 # A stopped process (the stopped case) gets SIGCONT before teardown stops it.
 STOPPED_PID=""
@@ -454,13 +401,13 @@ if want sqlite; then
   ROWS=200
   aq_log "case sqlite: one writer on A and one on B, $ROWS one-row transactions each"
   timeout "$T" mkdir "$A/sqlite" || aq_fail "mkdir $A/sqlite"
-  out=$(timeout "$T" "$PY" "$AQ_SCRATCH/lr.py" sqlcreate "$A/sqlite/db" 2>&1) ||
+  out=$(timeout "$T" "$PY" "$SQL" create "$A/sqlite/db" 2>&1) ||
     aq_fail "sqlite create: $out"
   aq_log "sqlite: created, $out"
   aq_wait_for 5 "the database on B" test -e "$B/sqlite/db"
   GO=$AQ_SCRATCH/sqlite.go
-  bg sqlite1 "$PY" "$AQ_SCRATCH/lr.py" sqlwrite "$A/sqlite/db" 1 $ROWS "$GO"
-  bg sqlite2 "$PY" "$AQ_SCRATCH/lr.py" sqlwrite "$B/sqlite/db" 2 $ROWS "$GO"
+  bg sqlite1 "$PY" "$SQL" write "$A/sqlite/db" 1 $ROWS --go "$GO"
+  bg sqlite2 "$PY" "$SQL" write "$B/sqlite/db" 2 $ROWS --go "$GO"
   touch "$GO"  # both start their transactions together (each has connected by then or soon)
   bg_ok sqlite1
   bg_ok sqlite2
@@ -476,7 +423,7 @@ if want sqlite; then
         'BEGIN { a = f1 > f2 ? f1 : f2; b = l1 < l2 ? l1 : l2; printf "%.1f", b - a }') s"
   fi
   for m in A:$A B:$B; do
-    check "the database read through ${m%%:*}" sqlcheck "${m#*:}/sqlite/db" $ROWS
+    check_with "$SQL" "the database read through ${m%%:*}" check "${m#*:}/sqlite/db" $ROWS
   done
   aq_log "case sqlite: $((2 * ROWS)) transactions in $((SECONDS - t0)) s (case included)"
 fi

@@ -29,6 +29,7 @@ source "$(dirname "$0")/lib.sh"
 : "${AQ_CLI_BIN:=$(dirname "$AQ_META_BIN")/../cli/aquifer}"
 PY=/usr/bin/python3
 TOOL="$(dirname "$0")/lock_tool.py"
+SQL="$(dirname "$0")/sqlite_tool.py"
 SRC_TREE=${AQ_MR_TREE:-/usr/include}
 A=$AQ_SCRATCH/a
 B=$AQ_SCRATCH/b
@@ -112,60 +113,6 @@ elif cmd == "loader":  # ROOT MANIFEST PROGRESS: one DataLoader epoch, every sam
     for n in mismatched[:10]:
         print(f"  mismatch: {n}")
     sys.exit(1 if errors or mismatched or missing or twice else 0)
-elif cmd == "sqlcreate":  # DB
-    import sqlite3
-    con = sqlite3.connect(args[0])
-    con.execute("create table t(id integer primary key, writer int, seq int, payload blob)")
-    con.commit()
-    print("journal_mode", con.execute("pragma journal_mode").fetchone()[0])
-elif cmd == "sqlwrite":  # DB WRITER N PROGRESS: N one-row transactions
-    import sqlite3
-    db, wid, n, prog = args[0], int(args[1]), int(args[2]), args[3]
-    con = sqlite3.connect(db, timeout=60, isolation_level=None)
-    t0 = time.monotonic()
-    longest = 0.0
-    for seq in range(n):
-        t = time.monotonic()
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("insert into t(writer, seq, payload) values (?, ?, ?)",
-                    (wid, seq, block(wid, seq, 200)))
-        con.execute("COMMIT")
-        # Work between transactions, as an application has: fcntl waiters poll (1 ms doubling
-        # to 50 ms) with no fairness, so a writer that relocks at once can starve the other
-        # mount's (seen under load: 300 rows to 0).
-        time.sleep(0.02)
-        longest = max(longest, time.monotonic() - t)
-        progress(prog, seq + 1)
-    con.close()
-    print(f"writer {wid}: {n} rows in {time.monotonic() - t0:.1f}s, longest transaction "
-          f"{longest:.2f}s")
-elif cmd == "sqlcheck":  # DB N: integrity, and rows (1..2, 0..N-1) each there exactly once
-    import sqlite3
-    db, n = args[0], int(args[1])
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
-    ic = [r[0] for r in con.execute("pragma integrity_check")]
-    rows = con.execute("select writer, seq, payload from t").fetchall()
-    bad = [] if ic == ["ok"] else [f"integrity_check: {ic[:5]}"]
-    count = {}
-    for w, s, p in rows:
-        count[(w, s)] = count.get((w, s), 0) + 1
-        if p != block(w, s, 200):
-            bad.append(f"row ({w}, {s}): wrong payload")
-    for w in (1, 2):
-        lost = [s for s in range(n) if (w, s) not in count]
-        if lost:
-            bad.append(f"writer {w}: {len(lost)} rows lost, first seqs {lost[:10]}")
-    dup = [k for k, c in count.items() if c > 1]
-    extra = [k for k in count if k[0] not in (1, 2) or not 0 <= k[1] < n]
-    if dup:
-        bad.append(f"{len(dup)} rows there more than once, e.g. {dup[:5]}")
-    if extra:
-        bad.append(f"{len(extra)} rows nobody wrote, e.g. {extra[:5]}")
-    print(f"sqlite: integrity_check {ic[0] if len(ic) == 1 else ic[:3]}, {len(rows)} rows, "
-          f"{len(count)} distinct (writer, seq) of {2 * n}")
-    for b in bad[:20]:
-        print(f"  {b}")
-    sys.exit(1 if bad else 0)
 elif cmd == "writer":  # PATH CTRL SEED: see the "long" case
     path, ctrl, seed = args
     h = hashlib.sha256()
@@ -444,14 +391,17 @@ if want sqlite; then
   ROWS=300
   aq_log "case sqlite: one writer on A and one on B, $ROWS one-row transactions each, one kill -9"
   timeout "$T" mkdir "$A/sqlite" || aq_fail "mkdir $A/sqlite"
-  out=$(timeout "$T" "$PY" "$AQ_SCRATCH/mr.py" sqlcreate "$A/sqlite/db" 2>&1) ||
+  out=$(timeout "$T" "$PY" "$SQL" create "$A/sqlite/db" 2>&1) ||
     aq_fail "sqlite create: $out"
   aq_log "sqlite: created, $out"
   aq_wait_for 5 "the database on B" test -e "$B/sqlite/db"
   P1=$AQ_SCRATCH/sqlite1.progress
   P2=$AQ_SCRATCH/sqlite2.progress
-  bg sqlite1 "$OT" "$PY" "$AQ_SCRATCH/mr.py" sqlwrite "$A/sqlite/db" 1 $ROWS "$P1"
-  bg sqlite2 "$OT" "$PY" "$AQ_SCRATCH/mr.py" sqlwrite "$B/sqlite/db" 2 $ROWS "$P2"
+  # A pause of 20 ms after each commit, as an application works between transactions: fcntl
+  # waiters poll (1 ms doubling to 50 ms) with no fairness, so a writer that relocks at once can
+  # starve the other mount's (seen under load: 300 rows to 0).
+  bg sqlite1 "$OT" "$PY" "$SQL" write "$A/sqlite/db" 1 $ROWS --progress "$P1" --pause 0.02
+  bg sqlite2 "$OT" "$PY" "$SQL" write "$B/sqlite/db" 2 $ROWS --progress "$P2" --pause 0.02
   # The kill comes once both writers are under way (each has committed a tenth of its rows).
   both_going() { { [ "$(count_of "$P1")" -ge $((ROWS / 10)) ] &&
     [ "$(count_of "$P2")" -ge $((ROWS / 10)) ]; } || bg_done sqlite1 || bg_done sqlite2; }
@@ -478,7 +428,7 @@ if want sqlite; then
   done
   for m in A:$A B:$B; do
     rc=0
-    out=$(timeout "$T" "$PY" "$AQ_SCRATCH/mr.py" sqlcheck "${m#*:}/sqlite/db" $ROWS 2>&1) || rc=$?
+    out=$(timeout "$T" "$PY" "$SQL" check "${m#*:}/sqlite/db" $ROWS 2>&1) || rc=$?
     aq_log "sqlite: read through ${m%%:*}: $out"
     [ $rc = 0 ] || bad "database read through mount ${m%%:*}: $(echo "$out" | tr '\n' ' ')"
   done

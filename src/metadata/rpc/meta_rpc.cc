@@ -437,31 +437,36 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
+  // What a replayed open (or AcquireLease) answers: the attributes now and, when the first
+  // attempt took the write lease (`lease`), the version the session holds under it.
+  Result<OpenResult> ReplayedOpen(InodeId ino, SessionId session, bool lease) {
+    Result<Inode> attr = svc_->GetAttr(ino);
+    if (!attr.ok()) return attr.status();
+    OpenResult out{.attr = *attr};
+    if (lease && attr->is_reg()) {
+      Result<uint64_t> version = ReplayedLeaseVersion(ino, session);
+      if (!version.ok()) return version.status();
+      out.write_version = *version;
+    }
+    return out;
+  }
+  static void FillOpen(const Result<OpenResult>& r, pb::OpenResponse* resp) {
+    SetStatus(resp->mutable_status(), r.status());
+    if (!r.ok()) return;
+    ToPb(r->attr, resp->mutable_attr());
+    resp->set_write_version(r->write_version);
+  }
+
   grpc::Status Open(grpc::ServerContext*, const pb::OpenRequest* req,
                     pb::OpenResponse* resp) override {
+    const InodeId ino(req->ino());
+    const SessionId session(req->session());
     TaggedCall call(this, req->tag());
-    if (call.applied()) {
-      const InodeId ino(req->ino());
-      const uint32_t acc = req->flags() & O_ACCMODE;
-      Result<Inode> attr = svc_->GetAttr(ino);
-      Result<uint64_t> version = uint64_t{0};
-      if (attr.ok() && attr->is_reg() && (acc == O_WRONLY || acc == O_RDWR)) {
-        version = ReplayedLeaseVersion(ino, SessionId(req->session()));
-      }
-      SetStatus(resp->mutable_status(), attr.ok() ? version.status() : attr.status());
-      if (attr.ok() && version.ok()) {
-        ToPb(*attr, resp->mutable_attr());
-        resp->set_write_version(*version);
-      }
-      return grpc::Status::OK;
-    }
-    auto r = svc_->Open(InodeId(req->ino()), req->flags(), SessionId(req->session()),
-                        FromPb(req->caller()));
-    SetStatus(resp->mutable_status(), r.status());
-    if (r.ok()) {
-      ToPb(r->attr, resp->mutable_attr());
-      resp->set_write_version(r->write_version);
-    }
+    const uint32_t acc = req->flags() & O_ACCMODE;
+    FillOpen(call.applied()
+                 ? ReplayedOpen(ino, session, acc == O_WRONLY || acc == O_RDWR)
+                 : svc_->Open(ino, req->flags(), session, FromPb(req->caller())),
+             resp);
     return grpc::Status::OK;
   }
   grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
@@ -580,19 +585,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
-    auto replay = [&]() -> Result<OpenResult> {
-      Result<Inode> attr = svc_->GetAttr(ino);
-      if (!attr.ok()) return attr.status();
-      Result<uint64_t> version = ReplayedLeaseVersion(ino, session);
-      if (!version.ok()) return version.status();
-      return OpenResult{.attr = *attr, .write_version = *version};
-    };
-    Result<OpenResult> r = call.applied() ? replay() : svc_->AcquireLease(ino, session);
-    SetStatus(resp->mutable_status(), r.status());
-    if (r.ok()) {
-      ToPb(r->attr, resp->mutable_attr());
-      resp->set_write_version(r->write_version);
-    }
+    FillOpen(call.applied() ? ReplayedOpen(ino, session, /*lease=*/true)
+                            : svc_->AcquireLease(ino, session),
+             resp);
     return grpc::Status::OK;
   }
   grpc::Status ReturnLease(grpc::ServerContext*, const pb::LeaseRequest* req,

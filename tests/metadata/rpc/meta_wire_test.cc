@@ -39,6 +39,16 @@ class MetaWireTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
   }
+  // Six data servers in distinct failure domains: a PG table for the files' layout (4 + 2).
+  void RegisterServers() {
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_TRUE(service_
+                      ->RegisterServer({"127.0.0.1:" + std::to_string(7000 + i),
+                                        "fd" + std::to_string(i), uint64_t{1} << 40, 0,
+                                        "uuid-" + std::to_string(i)})
+                      .ok());
+    }
+  }
   std::unique_ptr<client::MetaClient> NewClient(bool wire) {
     return client::NewGrpcMetaClient(server_->address(), milliseconds(5000), milliseconds(0), wire);
   }
@@ -97,13 +107,7 @@ TEST_F(MetaWireTest, NamesThatAreNotUtf8WorkOverBothTransports) {
 // past it with kInvalidArgument; kMaxFileBytes itself and "to end of file" locks still work.
 TEST_F(MetaWireTest, SizesAndLockRangesPastTheLargestFileSizeAreRefusedOverBothTransports) {
   StartServer(true);
-  for (int i = 0; i < 6; ++i) {  // a PG table for the files' layout: 4 + 2 failure domains
-    ASSERT_TRUE(service_
-                    ->RegisterServer({"127.0.0.1:" + std::to_string(7000 + i),
-                                      "fd" + std::to_string(i), uint64_t{1} << 40, 0,
-                                      "uuid-" + std::to_string(i)})
-                    .ok());
-  }
+  RegisterServers();
   for (const bool wire : {true, false}) {
     SCOPED_TRACE(wire ? "metadata wire" : "gRPC");
     auto c = NewClient(wire);
@@ -145,13 +149,7 @@ TEST_F(MetaWireTest, SizesAndLockRangesPastTheLargestFileSizeAreRefusedOverBothT
 // its few threads); AcquireLease and ReturnLease answer alike on both.
 TEST_F(MetaWireTest, WaitRecallWaitsOnTheWireAndAnswersAtOnceOverGrpc) {
   StartServer(true);
-  for (int i = 0; i < 6; ++i) {  // a PG table for the files' layout: 4 + 2 failure domains
-    ASSERT_TRUE(service_
-                    ->RegisterServer({"127.0.0.1:" + std::to_string(7000 + i),
-                                      "fd" + std::to_string(i), uint64_t{1} << 40, 0,
-                                      "uuid-" + std::to_string(i)})
-                    .ok());
-  }
+  RegisterServers();
   for (const bool wire : {true, false}) {
     SCOPED_TRACE(wire ? "wire" : "grpc");
     auto holder = NewClient(wire);
@@ -196,9 +194,12 @@ TEST_F(MetaWireTest, AServerShutdownEndsARecallWaitOnTheWire) {
   auto c = NewClient(true);
   Result<client::SessionInfo> s = c->OpenSession("waiter");
   ASSERT_TRUE(s.ok());
+  // A first short wait opens the wire connection, so the long one below reaches the server
+  // well before the shutdown (a call that found the wire gone would wait out gRPC's deadline).
+  ASSERT_TRUE(c->WaitRecall(s->id, milliseconds(10)).ok());
   const auto t0 = std::chrono::steady_clock::now();
   std::thread waiter([&] { (void)c->WaitRecall(s->id, milliseconds(8000)); });
-  std::this_thread::sleep_for(milliseconds(100));
+  std::this_thread::sleep_for(milliseconds(300));
   server_->Shutdown();
   waiter.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000));
