@@ -484,6 +484,19 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   Result<Client::Opened> o = d.client->Open(inode, LibraryFlags(fi->flags), CallerOf(req, true));
   if (!o.ok()) return ReplyInodeError(req, o.status(), "open");
+  if (o->attr.nlink == 0) {
+    // Unlinked and not open on this mount (PinShared found no handle): only a name the kernel
+    // still caches for entry_timeout leads here, after another host replaced or removed it. The
+    // inode lives on as an orphan while something (a close of this very mount, its release still
+    // queued) holds it open, so the open would succeed and read the old file's bytes. ESTALE
+    // makes the kernel look the name up again and retry once (as for an inode that is gone).
+    // A reopen of an open unlinked file (/proc/PID/fd/N) has a handle here, so it gets in above.
+    Status released = d.client->Release(std::move(o->file));
+    (void)released;
+    SPDLOG_LOGGER_DEBUG(&Log(), "open failed errno=ESTALE (unlinked, not open here) inode={}",
+                        inode.value());
+    return (void)fuse_reply_err(req, ESTALE);
+  }
   SharedFile* sf = AddShared(d, inode, std::move(o->file), WantsWrite(fi->flags));
   ReplyOpened(req, sf, o->attr, fi, /*create=*/false);
 }

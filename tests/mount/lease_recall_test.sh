@@ -406,8 +406,10 @@ if want sqlite; then
   aq_log "sqlite: created, $out"
   aq_wait_for 5 "the database on B" test -e "$B/sqlite/db"
   GO=$AQ_SCRATCH/sqlite.go
-  bg sqlite1 "$PY" "$SQL" write "$A/sqlite/db" 1 $ROWS --go "$GO"
-  bg sqlite2 "$PY" "$SQL" write "$B/sqlite/db" 2 $ROWS --go "$GO"
+  # 20 ms of work between transactions: fcntl waiters poll with no fairness, so a writer that
+  # relocks at once can run all its rows before the other mount's gets a turn (seen once).
+  bg sqlite1 "$PY" "$SQL" write "$A/sqlite/db" 1 $ROWS --go "$GO" --pause 0.02
+  bg sqlite2 "$PY" "$SQL" write "$B/sqlite/db" 2 $ROWS --go "$GO" --pause 0.02
   touch "$GO"  # both start their transactions together (each has connected by then or soon)
   bg_ok sqlite1
   bg_ok sqlite2

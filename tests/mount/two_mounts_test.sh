@@ -54,7 +54,8 @@ try: os.getxattr(sys.argv[1], "user.none")
 except OSError as e: sys.exit(0 if e.errno == errno.ENODATA else f"getxattr: {e}")' "$B/swap" ||
     aq_fail "getxattr on B of a name replaced on A"
 done
-# A write lease: while B holds the file open for write, A's open for write waits for it.
+# A write lease: while B holds the file open for write, A's open for write recalls it (B gives it
+# back) and succeeds; B's close afterwards is fine.
 exec 7>>"$B/f"
 timeout "$T" bash -c "exec 8>>'$A/f'; echo opened" >"$AQ_SCRATCH/open_a" 2>&1 &
 waiter=$!
