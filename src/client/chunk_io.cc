@@ -308,6 +308,51 @@ Status ChunkIo::WriteChunks(
     // A retry is only worth it for a chunk that has not landed anywhere (dual writes count once).
     std::erase_if(todo, [&](const auto& t) { return chunk_landed[t.first]; });
   }
+  // Targets (and pending targets) that missed their chunk: backfilled after the commit.
+  std::set<ServerId> missed_targets;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (chunk_landed[c]) continue;
+    const uint32_t position = chunks[c].first;
+    for (ServerId id : {where.targets[position], where.pending[position]}) {
+      if (id.value() != 0) missed_targets.insert(id);
+    }
+  }
+  // Hand-off (docs/design.md "Hand-off to a spare failure domain"): a chunk that landed on
+  // neither its target nor its pending target goes to a server of a spare failure domain, so the
+  // stripe keeps k + m chunks while its target is down or full. The chunk carries its own
+  // placement; readers look there when the PG's targets cannot give k chunks, and the spare
+  // server deletes its copy once the position's target holds that version.
+  uint32_t handed_off = 0;
+  {
+    std::shared_ptr<const ClusterMap> latest = fresh ? fresh : this->map();
+    const ClusterMap& current = latest ? *latest : map;
+    std::vector<std::string> taken;  // domains of this stripe's hand-offs so far
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunk_landed[c]) continue;
+      const uint32_t position = chunks[c].first;
+      const std::vector<ServerId> candidates = current.HandoffCandidates(
+          placement.pg_width, where, position, kMaxHandoffCandidates, taken);
+      for (ServerId server : candidates) {
+        Result<std::shared_ptr<DataClient>> client = ClientFor(server, current);
+        if (!client.ok()) continue;
+        chunk_rpcs_.fetch_add(1);
+        Status s = (*client)->WriteChunk(ChunkId{inode, stripe, position}, version,
+                                         committed_version, chunks[c].second, sync, placement,
+                                         Clock::now() + options_.write_timeout);
+        if (!s.ok()) {
+          Logger("client")->debug(
+              "hand-off failed ino={} stripe={} position={} server={} status={}", inode.value(),
+              stripe, position, server.value(), s.ToString());
+          continue;
+        }
+        chunk_landed[c] = true;
+        ++handed_off;
+        handoff_chunks_.fetch_add(1);
+        taken.push_back(current.DomainOf(server));
+        break;
+      }
+    }
+  }
   uint32_t landed = empty_landed;
   for (bool l : chunk_landed) landed += l ? 1 : 0;
   if (landed < needed) {
@@ -316,16 +361,23 @@ Status ChunkIo::WriteChunks(
                        std::to_string(needed) + "; last error: " + last_error.ToString();
     return no_space ? NoSpace(what) : Unavailable(what);
   }
+  if (handed_off > 0 && landed == empty_landed + chunks.size()) {
+    // Whole redundancy, but not where readers look first: the commit still has the targets
+    // backfill (which makes the hand-off copies redundant), without counting the stripe as
+    // degraded.
+    std::vector<ServerId> missed_servers(missed_targets.begin(), missed_targets.end());
+    AddMissedServers(inode, missed_servers, /*degraded_stripes=*/0);
+    static LogLimiter limiter;  // at most one line per 10 s
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      Logger("client")->info(
+          "stripe chunks handed off to spare servers ino={} stripe={} version={} chunks={} "
+          "last_error={} (and {} more such stripes since the last such line)",
+          inode.value(), stripe, version, handed_off, last_error.ToString(), held);
+    }
+  }
   if (landed < empty_landed + chunks.size()) {
     // Remembered for the commit, which has these servers backfill (docs/repair.md).
-    std::vector<ServerId> missed_servers;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      if (chunk_landed[c]) continue;
-      const uint32_t position = chunks[c].first;
-      for (ServerId id : {where.targets[position], where.pending[position]}) {
-        if (id.value() != 0) missed_servers.push_back(id);
-      }
-    }
+    std::vector<ServerId> missed_servers(missed_targets.begin(), missed_targets.end());
     AddMissedServers(inode, missed_servers, /*degraded_stripes=*/1);
     // Accepted with fewer chunks than positions: the stripe has less than its full redundancy
     // until the missing positions are rebuilt (the server's backfill when it was down; a move
@@ -417,14 +469,33 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
     uint64_t unusable_version = 0;
     uint64_t abandoned_seen = 0;
     // After a fallback the bound is below the committed version: no longer a hint.
-    Status s = replicated
-                   ? ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len,
-                                    max_version, begin, wanted,
-                                    bound_is_committed && fallback == 0, view, record,
-                                    &abandoned_seen)
-                   : ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version,
-                               begin, wanted, bound_is_committed && fallback == 0,
-                               &unusable_version, view, record, &abandoned_seen);
+    auto attempt = [&](const Handoffs* handoffs) {
+      return replicated
+                 ? ReadReplicated(inode, layout, stripe, *targets, *map, stripe_len, max_version,
+                                  begin, wanted, bound_is_committed && fallback == 0, view,
+                                  record, &abandoned_seen, handoffs)
+                 : ReadCoded(inode, layout, stripe, *targets, *map, stripe_len, max_version,
+                             begin, wanted, bound_is_committed && fallback == 0,
+                             &unusable_version, view, record, &abandoned_seen, handoffs);
+    };
+    Status s = attempt(nullptr);
+    if (s.code() == Code::kUnavailable || s.code() == Code::kDataLoss) {
+      // The targets cannot give the stripe: ask the servers a writer hands chunks off to when a
+      // target is down or full (docs/design.md "Hand-off to a spare failure domain").
+      Handoffs handoffs = HandoffsOf(layout, stripe, *map);
+      if (!handoffs.empty()) {
+        unusable_version = 0;
+        abandoned_seen = 0;
+        if (view != nullptr) *view = ChunkBytes();
+        Status again = attempt(&handoffs);
+        if (again.ok()) handoff_reads_.fetch_add(1);
+        // Still unreadable: report what the targets said unless the hand-offs knew better.
+        if (again.ok() || again.code() == Code::kStale ||
+            (again.code() == Code::kUnavailable && unusable_version > 0)) {
+          s = again;
+        }
+      }
+    }
     if (!s.ok() && abandoned_seen > 0) unusable_version = std::max(unusable_version, abandoned_seen);
     if (s.code() == Code::kDataLoss && abandoned_seen == 0 && record.report_loss) {
       NoteLost(inode, stripe);
@@ -441,12 +512,27 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
   }
 }
 
+ChunkIo::Handoffs ChunkIo::HandoffsOf(const Layout& layout, uint64_t stripe,
+                                      const ClusterMap& map) {
+  Result<StripePlacement> where = map.PlacementOf(layout, stripe);
+  if (!where.ok()) return {};
+  const uint32_t width = layout.k + layout.m;
+  Handoffs out(width);
+  bool any = false;
+  for (uint32_t p = 0; p < width; ++p) {
+    out[p] = map.HandoffCandidates(width, *where, p, kMaxHandoffCandidates);
+    any |= !out[p].empty();
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t stripe,
                                const std::vector<ServerId>& targets, const ClusterMap& map,
                                uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                                std::span<std::byte> out, bool bound_is_committed,
                                ChunkBytes* view, const StripeRecord& record,
-                               uint64_t* abandoned_seen) {
+                               uint64_t* abandoned_seen, const Handoffs* handoffs) {
   // The highest version any copy returns is the current one (a copy whose server was down during
   // the last write holds an older version). A copy whose version equals the reader's bound (the
   // usual case: the file's data_version) is current at once, since servers return nothing above
@@ -562,6 +648,23 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       gather->cv.wait(lock);
     }
   }
+  if (!best && handoffs != nullptr) {
+    // No copy on the targets: a hand-off copy of any position will do. Asked one at a time (a
+    // rare path: a stripe whose targets cannot answer).
+    for (uint32_t p = 0; p < copies && p < handoffs->size() && !best; ++p) {
+      for (ServerId server : (*handoffs)[p]) {
+        Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
+        if (!client.ok()) continue;
+        chunk_rpcs_.fetch_add(1);
+        Result<ChunkData> r = (*client)->ReadChunk(ChunkId{inode, stripe, p}, max_version, begin,
+                                                   out.size(), Clock::now() + options_.chunk_timeout);
+        if (r.ok() && record.Usable(r->version)) {
+          best = std::move(*r);
+          break;
+        }
+      }
+    }
+  }
   if (best) {
     fill(*best);
     return OkStatus();
@@ -589,7 +692,8 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                           uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                           std::span<std::byte> out, bool bound_is_committed,
                           uint64_t* unusable_version, ChunkBytes* view,
-                          const StripeRecord& record, uint64_t* abandoned_seen) {
+                          const StripeRecord& record, uint64_t* abandoned_seen,
+                          const Handoffs* handoffs) {
   const uint32_t k = layout.k;
   const uint32_t width = layout.k + layout.m;
   const uint64_t unit = layout.unit_bytes;
@@ -645,8 +749,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                                            : std::async(std::launch::deferred, std::move(read)));
       inline_taken = true;
     }
-    for (auto& [p, f] : futures) {
-      Result<ChunkData> r = f.get();
+    auto absorb = [&](uint32_t p, Result<ChunkData> r) {
       Fetch& fetch = fetches[p];
       if (r.ok() && !record.Usable(r->version)) {
         // From before a truncate, or a crashed writer's: not this stripe's data.
@@ -669,6 +772,22 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
         Logger("client")->debug("read chunk failed ino={} stripe={} position={} status={}",
                                 inode.value(), stripe, p, r.status().ToString());
         fetch.state = Fetch::State::kFailed;
+      }
+    };
+    for (auto& [p, f] : futures) absorb(p, f.get());
+    if (handoffs == nullptr) return;
+    // A position its target could not give: its hand-off copy, if a writer made one. Asked one
+    // at a time (a rare path: a stripe whose targets cannot give k chunks).
+    for (const auto& [p, b, e] : plan) {
+      if (p >= handoffs->size()) continue;
+      for (ServerId server : (*handoffs)[p]) {
+        if (fetches[p].state == Fetch::State::kOk) break;
+        Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
+        if (!client.ok()) continue;
+        chunk_rpcs_.fetch_add(1);
+        Result<ChunkData> r = (*client)->ReadChunk(ChunkId{inode, stripe, p}, max_version, b,
+                                                   e - b, Clock::now() + options_.chunk_timeout);
+        if (r.ok()) absorb(p, std::move(r));
       }
     }
   };

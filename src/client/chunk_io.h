@@ -112,6 +112,13 @@ class ChunkIo {
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
   uint64_t lost_stripe_reads() const { return lost_stripe_reads_.load(); }
+  // Chunks written to a spare failure domain's server instead of their target, and stripe reads
+  // that needed such a copy.
+  uint64_t handoff_chunks() const { return handoff_chunks_.load(); }
+  uint64_t handoff_reads() const { return handoff_reads_.load(); }
+
+  // How many hand-off candidates a writer tries for one chunk, and a reader asks.
+  static constexpr size_t kMaxHandoffCandidates = 3;
 
   // How long a replicated read waits for its first copy (asked on the caller's thread) before
   // asking every copy from the pool.
@@ -119,6 +126,11 @@ class ChunkIo {
 
  private:
   struct Fetch;
+  // Per position of a stripe, the servers that may hold a hand-off copy of its chunk, in the
+  // order writers try them (ClusterMap::HandoffCandidates).
+  using Handoffs = std::vector<std::vector<ServerId>>;
+  // The hand-off candidates of every position of `stripe` in `map`; empty when there are none.
+  static Handoffs HandoffsOf(const Layout& layout, uint64_t stripe, const ClusterMap& map);
 
   // Counts a read of a lost stripe and tells the metadata server, once per (inode, stripe).
   void NoteLost(InodeId inode, uint64_t stripe);
@@ -128,12 +140,14 @@ class ChunkIo {
                         const std::vector<ServerId>& targets, const ClusterMap& map,
                         uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                         std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view,
-                        const StripeRecord& record, uint64_t* abandoned_seen);
+                        const StripeRecord& record, uint64_t* abandoned_seen,
+                        const Handoffs* handoffs);
   Status ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
                    const std::vector<ServerId>& targets, const ClusterMap& map,
                    uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                    std::span<std::byte> out, bool bound_is_committed, uint64_t* unusable_version,
-                   ChunkBytes* view, const StripeRecord& record, uint64_t* abandoned_seen);
+                   ChunkBytes* view, const StripeRecord& record, uint64_t* abandoned_seen,
+                   const Handoffs* handoffs);
   // Writes `chunks` (position, bytes) of one stripe to each position's target and pending
   // target; fails unless `needed` positions (counting `empty_landed`) landed somewhere. Sets
   // *stale when a server answered kStale.
@@ -162,6 +176,8 @@ class ChunkIo {
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
   std::atomic<uint64_t> lost_stripe_reads_{0};
+  std::atomic<uint64_t> handoff_chunks_{0};
+  std::atomic<uint64_t> handoff_reads_{0};
   std::mutex lost_mu_;  // guards reported_lost_
   std::set<std::pair<uint64_t, uint64_t>> reported_lost_;  // (inode, stripe) told to meta
 };

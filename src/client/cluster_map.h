@@ -57,6 +57,19 @@ struct ClusterMap {
 
   // The server's entry, or nullptr when unknown.
   const ServerEntry* Find(ServerId id) const;
+
+  // Hand-off targets for position `position` of a stripe placed at `where` in the table of
+  // width `width` (docs/design.md "Hand-off to a spare failure domain"): servers up and "in",
+  // neither a target nor a pending target of that PG, in a failure domain that no other
+  // position's target or pending target uses, and not in `exclude_domains` (domains already
+  // taken by other hand-offs of the same stripe). Ordered by the rendezvous score of
+  // (width, pg, position, server), highest first, so writers and readers agree on the order;
+  // at most `max` of them. Empty when the cluster has no spare failure domain.
+  std::vector<ServerId> HandoffCandidates(uint32_t width, const StripePlacement& where,
+                                          uint32_t position, size_t max,
+                                          const std::vector<std::string>& exclude_domains = {}) const;
+  // The failure domain of server `id` (its id when the map gives none; "" when unknown).
+  std::string DomainOf(ServerId id) const;
 };
 
 }  // namespace aquifer::client

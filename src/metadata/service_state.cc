@@ -310,7 +310,9 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     // Only now: a backfill skips stripes past the committed size, so it must not run before.
     std::lock_guard lock(cluster_mu_);
     DegradedWrite w;
-    w.stripes = std::max<uint64_t>(a.degraded_stripes, 1);
+    // 0: every chunk the servers missed went to a spare failure domain (the stripes keep k + m
+    // chunks); the backfill is still wanted, but nothing is counted as degraded.
+    w.stripes = a.degraded_stripes;
     w.epoch = ++degraded_epoch_;
     for (ServerId id : a.backfill_servers) {
       auto it = servers_.find(id.value());

@@ -107,7 +107,8 @@ void DataServer::StartMembership(std::string address, std::unique_ptr<MetaLink> 
                    // the retry of an incomplete backfill starts at the backfill delay (at
                    // least 1 ms, so that doubling it backs off)
                    std::max(std::chrono::milliseconds(options_.backfill_delay_ms),
-                            std::chrono::milliseconds(1))});
+                            std::chrono::milliseconds(1)),
+                   std::chrono::milliseconds(options_.handoff_sweep_ms)});
   scrubber_->Start();
   scrubber_for_reads_ = scrubber_.get();
   thread_ = std::thread([this] { MembershipLoop(); });

@@ -39,6 +39,8 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   options.Add("--scrub-interval-s", &o.scrub_interval_s, "seconds between scrub passes (0: off)");
   options.Add("--backfill-delay-ms", &o.backfill_delay_ms,
               "ms after (re)registering before backfilling chunks missed while down");
+  options.Add("--handoff-sweep-ms", &o.handoff_sweep_ms,
+              "ms between sweeps deleting hand-off copies their target holds (0: off)");
   options.Add("--wire", &o.wire, "1: serve chunk reads and writes on the chunk wire too; 0: off");
   options.Add("--wire-port", &o.wire_port, "chunk wire TCP port (0: kernel chooses)");
   options.Add("--wire-max-connections", &o.wire_max_connections,

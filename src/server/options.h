@@ -36,6 +36,9 @@ struct DataServerOptions {
                                          // then use gRPC
   uint32_t backfill_delay_ms = 3000;   // ms after (re)registering, or after heartbeats resume,
                                        // before the backfill pass (docs/repair.md "Backfill")
+  uint32_t handoff_sweep_ms = 20000;   // ms between sweeps of hand-off copies (chunks of PG
+                                       // positions this server does not hold) that their target
+                                       // now holds; 0 = off (docs/design.md "Hand-off ...")
 };
 
 // Parses argv into options: flags (--listen, --dir, --meta, ...) as documented in

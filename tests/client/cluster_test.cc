@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <random>
 #include <span>
 #include <thread>
@@ -163,6 +164,91 @@ TEST_F(ClusterTest, AChunkMissedByAServerThatStayedUpIsBackfilledAfterTheCommit)
   auto reader = NewClient();
   ASSERT_TRUE(reader);
   Result<std::string> read = reader->ReadFile("/missed", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+}
+
+// Issue 16 problem 3: a chunk whose target is down when its stripe is written goes to a server
+// of a spare failure domain (8 servers, PGs of 6), so the stripe keeps k + m chunks: it survives
+// two more crashes of its PG's targets (before, that stripe had 5 chunks and two more crashes
+// left 3 < k: EIO), status does not count it as degraded, and once the target is back and
+// backfilled the spare server deletes its copy.
+TEST_F(ClusterTest, AChunkWhoseTargetIsDownIsHandedOffToASpareFailureDomain) {
+  ProcessClusterOptions cluster;
+  cluster.data_servers = 8;
+  cluster.repair_delay_ms = 600000;  // no repair moves: only the hand-off keeps redundancy
+  cluster.data_flags = {"--handoff-sweep-ms=1000"};
+  StartCluster(cluster);
+  std::map<uint32_t, int> index_of;  // server id -> process index
+  for (int i = 0; i < 8; ++i) {
+    Result<ServerId> id = cluster_->DataServerId(i);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    index_of[id->value()] = i;
+  }
+  ASSERT_OK(cluster_->CrashDataServer(0));
+  ASSERT_OK(cluster_->WaitForUpDataServers(7));
+  auto client = NewClient();
+  ASSERT_TRUE(client);
+  const std::string blob = RandomBytes(16 * kMiB, /*seed=*/61);  // 4 full stripes, 24 chunks
+  ASSERT_OK(client->WriteFile("/handed-off", blob, kRoot));
+  std::vector<std::string> small;
+  for (int i = 0; i < 12; ++i) {
+    small.push_back(RandomBytes(3000 + i, /*seed=*/70 + i));
+    ASSERT_OK(client->WriteFile("/small" + std::to_string(i), small.back(), kRoot));
+  }
+  Result<Attributes> attr = client->Resolve("/handed-off", kRoot);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  auto chunk_files = [&] {
+    int n = 0;
+    for (int i = 0; i < 8; ++i) n += ChunkFilesOf(cluster_->data_dir(i), attr->inode);
+    return n;
+  };
+  EXPECT_EQ(chunk_files(), 24) << "a chunk whose target was down was not written anywhere";
+  Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok()) << moves.status().ToString();
+  EXPECT_EQ(moves->degraded_stripes, 0u) << moves->message;
+
+  // Two more crashes, both targets of a stripe whose PG has server 0.
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok());
+  const ServerId down = *cluster_->DataServerId(0);
+  std::vector<int> crash;
+  for (uint64_t stripe = 0; stripe < 4 && crash.empty(); ++stripe) {
+    Result<std::vector<ServerId>> targets = map->TargetsOf(attr->layout, stripe);
+    ASSERT_TRUE(targets.ok()) << targets.status().ToString();
+    if (std::find(targets->begin(), targets->end(), down) == targets->end()) continue;
+    for (ServerId t : *targets) {
+      if (t != down && crash.size() < 2) crash.push_back(index_of.at(t.value()));
+    }
+  }
+  ASSERT_EQ(crash.size(), 2u) << "no stripe of the file is placed on server 0";
+  for (int i : crash) ASSERT_OK(cluster_->CrashDataServer(i));
+  ASSERT_OK(cluster_->WaitForUpDataServers(5));
+  auto reader = NewClient();
+  ASSERT_TRUE(reader);
+  Result<std::string> read = reader->ReadFile("/handed-off", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == blob);
+  for (int i = 0; i < 12; ++i) {
+    read = reader->ReadFile("/small" + std::to_string(i), kRoot);
+    ASSERT_TRUE(read.ok()) << i << ": " << read.status().ToString();
+    EXPECT_TRUE(*read == small[i]) << i;
+  }
+
+  // Back up: server 0 backfills what it missed, then the spare servers drop their copies.
+  ASSERT_OK(cluster_->RestartDataServer(0));
+  for (int i : crash) ASSERT_OK(cluster_->RestartDataServer(i));
+  ASSERT_OK(cluster_->WaitForUpDataServers(8));
+  EXPECT_TRUE(WaitUntil([&] { return chunk_files() == 24 &&
+                                     ChunkFilesOf(cluster_->data_dir(0), attr->inode) > 0; },
+                        std::chrono::seconds(60)))
+      << "chunk files of the file: " << chunk_files() << ", on server 0: "
+      << ChunkFilesOf(cluster_->data_dir(0), attr->inode);
+  for (int i : crash) ASSERT_OK(cluster_->CrashDataServer(i));
+  ASSERT_OK(cluster_->WaitForUpDataServers(6));
+  auto last = NewClient();
+  ASSERT_TRUE(last);
+  read = last->ReadFile("/handed-off", kRoot);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_TRUE(*read == blob);
 }

@@ -1209,6 +1209,28 @@ TEST_F(MetadataServiceTest, DegradedWritesAndTheirBackfillRequestOutliveACrash) 
   EXPECT_EQ(svc_->GetMoves().degraded_stripes, 0u) << "a settled write came back";
 }
 
+// A commit whose missed chunks all went to spare failure domains (hand-off: degraded_stripes 0,
+// backfill_servers set) still has the targets backfill, but counts nothing as degraded: the
+// stripes have k + m chunks. Before hand-off, such a commit was counted as 1 degraded stripe.
+TEST_F(MetadataServiceTest, AHandedOffCommitAsksForBackfillWithoutCountingDegradedStripes) {
+  auto s = svc_->OpenSession("c");
+  auto c = svc_->Create(CreateArgs{kRootInode, "f", S_IFREG | 0644, 0, true, s->session, true},
+                        Root());
+  ASSERT_TRUE(c.ok());
+  CommitArgs commit{c->attr.ino, s->session, 100, {1, 1}, c->write_version, false};
+  commit.backfill_servers = {ServerId(3)};
+  commit.degraded_stripes = 0;
+  ASSERT_TRUE(svc_->Commit(commit).ok());
+  const auto moves = svc_->GetMoves();
+  EXPECT_EQ(moves.degraded_stripes, 0u);
+  EXPECT_EQ(moves.message.find("below k+m"), std::string::npos) << moves.message;
+  HeartbeatArgs hb;
+  hb.server = ServerId(3);
+  auto asked = svc_->Heartbeat(hb);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_TRUE(asked->backfill) << "the target that missed its chunk was not asked to backfill";
+}
+
 TEST_F(MetadataServiceTest, FcntlLocksConflictSplitAndGoWithTheSession) {
   auto s1 = svc_->OpenSession("one");
   auto s2 = svc_->OpenSession("two");

@@ -130,14 +130,16 @@ aq_start_cluster() {
   aq_log "cluster up: meta=$AQ_META_ADDR data_servers=$AQ_DATA_SERVERS k=$AQ_K m=$AQ_M"
 }
 
-# Starts data server I (again) on its directory. Its log stays at info: the registration wait
-# reads the "registered with meta" line.
+# aq_start_data I [FLAG...]: starts data server I (again) on its directory, with more aquifer-data
+# flags if given. Its log stays at info: the registration wait reads the "registered with meta"
+# line.
 aq_start_data() {
   local i=$1
+  shift
   mkdir -p "$AQ_SCRATCH/data$i"
   rm -f "$AQ_SCRATCH/data$i.port"
   "$AQ_DATA_BIN" --listen 127.0.0.1:0 --dir "$AQ_SCRATCH/data$i" --meta "$AQ_META_ADDR" \
-    --failure-domain "fd$i" --port-file "$AQ_SCRATCH/data$i.port" --log-level info \
+    --failure-domain "fd$i" --port-file "$AQ_SCRATCH/data$i.port" --log-level info "$@" \
     >>"$AQ_SCRATCH/data$i.log" 2>&1 &
   AQ_DATA_PIDS[$i]=$!
 }

@@ -853,6 +853,11 @@ Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
   return DeleteVersions(ids, doomed, sync);
 }
 
+Result<uint64_t> ChunkStore::DeleteVersion(const ChunkId& id, uint64_t version, bool sync) {
+  return DeleteVersions({id}, [version](const ChunkVersion& v) { return v.version == version; },
+                        sync);
+}
+
 Result<uint64_t> ChunkStore::DeletePgPosition(uint32_t pg_width, uint32_t pg_index,
                                               uint32_t position, bool sync) {
   std::vector<ChunkId> ids;

@@ -199,6 +199,10 @@ class ChunkStore {
   Result<uint64_t> DeleteRange(InodeId inode, uint64_t from_stripe, uint64_t max_version,
                                bool sync, uint64_t min_version = 0);
 
+  // Deletes version `version` of chunk `id` if stored (a hand-off copy its target now holds).
+  // Returns 1 when it was deleted, 0 when absent. Errors: kInternal.
+  Result<uint64_t> DeleteVersion(const ChunkId& id, uint64_t version, bool sync);
+
   // Deletes every version, of any inode, whose placement is PG (pg_width, pg_index) and whose
   // key's position is `position` (the GC of a PG position that moved away). With `sync`, the
   // removals are durable before this returns. Returns how many versions were deleted.

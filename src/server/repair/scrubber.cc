@@ -91,7 +91,13 @@ void Scrubber::Loop() {
   using Clock = std::chrono::steady_clock;
   const bool periodic = options_.interval.count() > 0;
   auto next_pass = Clock::now() + options_.interval;
+  const bool sweeps = options_.handoff_sweep.count() > 0;
+  auto next_sweep = Clock::now() + options_.handoff_sweep;
   while (true) {
+    if (sweeps && Clock::now() >= next_sweep) {
+      SweepHandoffs();
+      next_sweep = Clock::now() + options_.handoff_sweep;
+    }
     bool run_pass = false;
     bool run_backfill = false;  // a backfill request is due (a scrub pass includes a backfill)
     {
@@ -100,16 +106,24 @@ void Scrubber::Loop() {
       auto ready = [&] {
         return stopping_ || pass_requested_ || !queue_.empty() || backfill_gen_ != gen ||
                (periodic && Clock::now() >= next_pass) ||
-               (backfill_requested_ && Clock::now() >= backfill_at_);
+               (backfill_requested_ && Clock::now() >= backfill_at_) ||
+               (sweeps && Clock::now() >= next_sweep);
       };
-      if (periodic || backfill_requested_) {
-        Clock::time_point until = periodic ? next_pass : backfill_at_;
+      if (periodic || backfill_requested_ || sweeps) {
+        Clock::time_point until = Clock::time_point::max();
+        if (periodic) until = next_pass;
         if (backfill_requested_) until = std::min(until, backfill_at_);
+        if (sweeps) until = std::min(until, next_sweep);
         cv_.wait_until(lock, until, ready);
       } else {
         cv_.wait(lock, ready);
       }
       if (stopping_) return;
+      if (sweeps && Clock::now() >= next_sweep && !pass_requested_ && queue_.empty() &&
+          !(periodic && Clock::now() >= next_pass) &&
+          !(backfill_requested_ && Clock::now() >= backfill_at_)) {
+        continue;  // only the sweep is due: the top of the loop runs it
+      }
       run_pass = pass_requested_ || (periodic && Clock::now() >= next_pass);
       run_backfill = backfill_requested_ && (run_pass || Clock::now() >= backfill_at_);
       pass_requested_ = false;
@@ -153,6 +167,92 @@ void Scrubber::Loop() {
       }
     }
   }
+}
+
+uint64_t Scrubber::SweepHandoffs() {
+  const ServerId self = self_();
+  if (self.value() == 0) return 0;
+  Result<ClusterView> map = get_map_();
+  if (!map.ok()) return 0;
+  // (width, pg) -> versions here of positions another server holds.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<ChunkListEntry>> misplaced;
+  ChunkId after;
+  for (bool eof = false; !eof;) {
+    std::vector<ChunkListEntry> page = store_->List(after, kScanPage, &eof);
+    for (const ChunkListEntry& e : page) {
+      after = e.id;
+      if (!e.placement.known()) continue;
+      const PgTargets* pg = map->Pg(e.placement.pg_width, e.placement.pg_index);
+      const uint32_t pos = e.id.position;
+      if (pg == nullptr || pos >= pg->targets.size() || pg->targets[pos] == self) continue;
+      if (pos < pg->pending.size() && pg->pending[pos] == self) continue;
+      misplaced[{e.placement.pg_width, e.placement.pg_index}].push_back(e);
+    }
+    if (page.empty()) break;
+  }
+  uint64_t deleted = 0;
+  auto log = Logger("data");
+  for (const auto& [key, entries] : misplaced) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return deleted;
+    }
+    const PgTargets* pg = map->Pg(key.first, key.second);
+    // Newest version each target of this PG holds of each of our chunks' keys.
+    std::map<uint32_t, std::map<ChunkId, uint64_t>> held;  // target id -> key -> newest version
+    std::set<uint32_t> unlisted;
+    for (const ChunkListEntry& e : entries) {
+      const ServerId target = pg->targets[e.id.position];
+      if (held.count(target.value()) || unlisted.count(target.value())) continue;
+      const PeerInfo* peer = map->Server(target);
+      if (peer == nullptr || !peer->usable()) {
+        unlisted.insert(target.value());
+        continue;
+      }
+      std::map<ChunkId, uint64_t>& newest = held[target.value()];
+      ChunkId from;
+      bool ok = true;
+      for (bool eof = false; !eof;) {
+        Result<std::vector<ChunkListEntry>> page =
+            peers_->ListPg(peer->address, key.first, key.second, from, 1000, &eof);
+        if (!page.ok()) {
+          ok = false;
+          break;
+        }
+        for (const ChunkListEntry& t : *page) {
+          from = t.id;
+          uint64_t& v = newest[t.id];
+          v = std::max(v, t.version);
+        }
+        if (page->empty()) break;
+      }
+      if (!ok) {
+        held.erase(target.value());
+        unlisted.insert(target.value());
+      }
+    }
+    for (const ChunkListEntry& e : entries) {
+      auto t = held.find(pg->targets[e.id.position].value());
+      if (t == held.end()) continue;
+      auto v = t->second.find(e.id);
+      if (v == t->second.end() || v->second < e.version) continue;  // not there yet: keep ours
+      Result<uint64_t> gone = store_->DeleteVersion(e.id, e.version, /*sync=*/false);
+      if (!gone.ok()) {
+        log->warn("hand-off sweep: cannot delete chunk={} version={}: {}", e.id.ToString(),
+                  e.version, gone.status().ToString());
+        continue;
+      }
+      deleted += *gone;
+    }
+  }
+  if (deleted > 0) {
+    Status synced = store_->SyncDeletes();
+    if (!synced.ok()) log->warn("hand-off sweep: sync: {}", synced.ToString());
+    log->info("hand-off sweep: deleted {} chunk versions their targets hold", deleted);
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.handoffs_swept += deleted;
+  }
+  return deleted;
 }
 
 void Scrubber::DrainQueue() {

@@ -31,6 +31,10 @@ struct ScrubOptions {
   // file whose size meta could not say) runs again this long after it ends, then after twice as
   // long each time it is still incomplete, up to kMaxBackfillRetry; a complete pass resets it.
   std::chrono::milliseconds backfill_retry{3000};
+  // Between sweeps of hand-off copies: chunk versions stored here for a PG position whose
+  // target (or pending target) is another server, deleted once that server holds the version or
+  // a newer one (docs/design.md "Hand-off to a spare failure domain"). 0 = no sweeps.
+  std::chrono::milliseconds handoff_sweep{20000};
 };
 
 inline constexpr std::chrono::milliseconds kMaxBackfillRetry{300000};  // 5 minutes
@@ -45,6 +49,7 @@ struct ScrubCounters {
   uint64_t bytes_backfilled = 0;  // ... their bytes
   uint64_t backfill_passes = 0;   // completed backfill passes (alone or within a scrub pass)
   uint64_t backfills_complete = 0;  // ... of which brought every PG position up to date
+  uint64_t handoffs_swept = 0;      // hand-off chunk versions deleted once their target held them
 };
 
 class Scrubber {
@@ -68,6 +73,12 @@ class Scrubber {
   void QueueRepair(const ChunkId& id, uint64_t version);
   // Starts a pass now (tests, operators), unless one is running.
   void RequestPass();
+  // Sweeps hand-off copies now, on the calling thread (tests; the scrub thread runs it every
+  // ScrubOptions::handoff_sweep): lists this store's chunk versions whose PG position the
+  // cluster map gives another server, lists that PG on each such target, and deletes each version
+  // the target holds at the same or a newer version. Keeps everything when the map or a target
+  // cannot be read. Returns how many versions it deleted.
+  uint64_t SweepHandoffs();
   // Runs a backfill pass alone (no CRC walk) `delay` from now (the earliest request wins), once
   // the cluster map shows this server up; while it does not, retries every 2 s for up to a
   // minute. A pass left incomplete (a peer not listed, a file meta could not size) runs again
