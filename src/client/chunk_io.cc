@@ -487,13 +487,9 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
         unusable_version = 0;
         abandoned_seen = 0;
         if (view != nullptr) *view = ChunkBytes();
-        Status again = attempt(&handoffs);
-        if (again.ok()) handoff_reads_.fetch_add(1);
-        // Still unreadable: report what the targets said unless the hand-offs knew better.
-        if (again.ok() || again.code() == Code::kStale ||
-            (again.code() == Code::kUnavailable && unusable_version > 0)) {
-          s = again;
-        }
+        // The targets are asked again too, so this answer knows at least what the first did.
+        s = attempt(&handoffs);
+        if (s.ok()) handoff_reads_.fetch_add(1);
       }
     }
     if (!s.ok() && abandoned_seen > 0) unusable_version = std::max(unusable_version, abandoned_seen);

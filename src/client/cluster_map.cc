@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "client/striping.h"
-#include "common/hash.h"
+#include "common/handoff.h"
 
 namespace aquifer::client {
 
@@ -50,42 +50,31 @@ const ServerEntry* ClusterMap::Find(ServerId id) const {
 
 std::string ClusterMap::DomainOf(ServerId id) const {
   const ServerEntry* e = Find(id);
-  if (e == nullptr) return "";
-  return e->failure_domain.empty() ? "#" + std::to_string(id.value()) : e->failure_domain;
+  return e == nullptr ? "" : HandoffDomain(id.value(), e->failure_domain);
 }
 
 std::vector<ServerId> ClusterMap::HandoffCandidates(
     uint32_t width, const StripePlacement& where, uint32_t position, size_t max,
     const std::vector<std::string>& exclude_domains) const {
   std::vector<std::string> used = exclude_domains;
+  std::vector<uint32_t> members;
   for (uint32_t j = 0; j < where.targets.size(); ++j) {
+    members.push_back(where.targets[j].value());
+    const ServerId pending = j < where.pending.size() ? where.pending[j] : ServerId(0);
+    if (pending.value() != 0) members.push_back(pending.value());
     if (j == position) continue;  // the missing position's own domain may hold it
     used.push_back(DomainOf(where.targets[j]));
-    if (j < where.pending.size() && where.pending[j].value() != 0) {
-      used.push_back(DomainOf(where.pending[j]));
-    }
+    if (pending.value() != 0) used.push_back(DomainOf(pending));
   }
-  // The same score as the metadata server's repair choice (moves.cc), so a repair of the
-  // position tends to pick the server already holding its hand-offs.
-  const uint64_t seed =
-      Mix64((uint64_t{width} << 40) ^ (uint64_t{where.pg_index} << 8) ^ position);
-  std::vector<std::pair<uint64_t, ServerId>> scored;
+  std::vector<HandoffServer> all;
+  all.reserve(servers.size());
   for (const auto& [id, e] : servers) {
-    if (!e.up || (!e.state.empty() && e.state != "in") || e.address.empty()) continue;
-    if (std::find(where.targets.begin(), where.targets.end(), id) != where.targets.end() ||
-        std::find(where.pending.begin(), where.pending.end(), id) != where.pending.end()) {
-      continue;
-    }
-    if (std::find(used.begin(), used.end(), DomainOf(id)) != used.end()) continue;
-    scored.emplace_back(Mix64(seed ^ id.value()), id);
+    all.push_back({id.value(), e.failure_domain,
+                   e.up && (e.state.empty() || e.state == "in") && !e.address.empty()});
   }
-  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
   std::vector<ServerId> out;
-  for (const auto& [score, id] : scored) {
-    if (out.size() >= max) break;
-    out.push_back(id);
+  for (uint32_t id : HandoffOrder(width, where.pg_index, position, all, members, used, max)) {
+    out.push_back(ServerId(id));
   }
   return out;
 }

@@ -213,15 +213,24 @@ TEST_F(ClusterTest, AChunkWhoseTargetIsDownIsHandedOffToASpareFailureDomain) {
   ASSERT_TRUE(map.ok());
   const ServerId down = *cluster_->DataServerId(0);
   std::vector<int> crash;
+  uint64_t chosen = 0;
+  std::vector<int> spare;  // servers outside the chosen stripe's PG
   for (uint64_t stripe = 0; stripe < 4 && crash.empty(); ++stripe) {
     Result<std::vector<ServerId>> targets = map->TargetsOf(attr->layout, stripe);
     ASSERT_TRUE(targets.ok()) << targets.status().ToString();
     if (std::find(targets->begin(), targets->end(), down) == targets->end()) continue;
+    chosen = stripe;
     for (ServerId t : *targets) {
       if (t != down && crash.size() < 2) crash.push_back(index_of.at(t.value()));
     }
+    for (const auto& [id, i] : index_of) {
+      if (std::find(targets->begin(), targets->end(), ServerId(id)) == targets->end()) {
+        spare.push_back(i);
+      }
+    }
   }
   ASSERT_EQ(crash.size(), 2u) << "no stripe of the file is placed on server 0";
+  ASSERT_EQ(spare.size(), 2u);
   for (int i : crash) ASSERT_OK(cluster_->CrashDataServer(i));
   ASSERT_OK(cluster_->WaitForUpDataServers(5));
   auto reader = NewClient();
@@ -235,8 +244,27 @@ TEST_F(ClusterTest, AChunkWhoseTargetIsDownIsHandedOffToASpareFailureDomain) {
     EXPECT_TRUE(*read == small[i]) << i;
   }
 
-  // Back up: server 0 backfills what it missed, then the spare servers drop their copies.
+  // Server 0 comes back while the two others stay down: the chosen stripe's other targets keep
+  // 3 < k chunks, so its backfill copies the chunk from the hand-off holder, which then deletes
+  // its copy (before, the backfill could not rebuild it and the copy stayed the only one).
   ASSERT_OK(cluster_->RestartDataServer(0));
+  const std::string prefix =
+      "c." + std::to_string(attr->inode.value()) + "." + std::to_string(chosen) + ".";
+  auto stripe_files = [&](int i) {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::recursive_directory_iterator(cluster_->data_dir(i) + "/chunks", ec)) {
+      if (e.is_regular_file() && e.path().filename().string().starts_with(prefix)) ++n;
+    }
+    return n;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return stripe_files(0) == 1 && stripe_files(spare[0]) == 0 &&
+                                     stripe_files(spare[1]) == 0; },
+                        std::chrono::seconds(60)))
+      << "stripe " << chosen << ": server 0 holds " << stripe_files(0) << " chunks, the spare "
+      << "servers " << stripe_files(spare[0]) << " and " << stripe_files(spare[1]);
+  // The rest: server 0 backfills every other stripe, and the spare servers drop their copies.
   for (int i : crash) ASSERT_OK(cluster_->RestartDataServer(i));
   ASSERT_OK(cluster_->WaitForUpDataServers(8));
   EXPECT_TRUE(WaitUntil([&] { return chunk_files() == 24 &&

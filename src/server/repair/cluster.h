@@ -20,6 +20,7 @@ struct PeerInfo {
   std::string address;  // HOST:PORT
   bool up = false;
   std::string state;    // "in", "draining" or "removed"
+  std::string failure_domain;  // "" when the map gives none
   bool usable() const { return up && state != "removed" && !address.empty(); }
 };
 

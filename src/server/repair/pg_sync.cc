@@ -11,12 +11,15 @@
 
 #include "aquifer/erasure.h"
 #include "common/failpoint.h"
+#include "common/handoff.h"
 #include "common/logging.h"
 
 namespace aquifer::server {
 namespace {
 
 constexpr uint32_t kListPage = 1000;
+// Hand-off holders listed per position: as many as a writer tries (ChunkIo::kMaxHandoffCandidates).
+constexpr size_t kMaxHandoffHolders = 3;
 
 Result<const ErasureCodec*> CodecFor(int k, int m) {
   static std::mutex mu;  // guards codecs
@@ -134,10 +137,10 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     std::vector<char> present;  // per position: listed on that position's target
     bool on_copy_source = false;
     uint64_t copy_bytes = 0;
+    std::string copy_address;  // the copy source that listed it (copy_from or a hand-off holder)
   };
   std::map<std::pair<uint64_t, uint64_t>, std::map<uint64_t, VersionInfo>> stripes;
   std::vector<std::string> address(task.pg_width);  // of the server listed for each position
-  std::string copy_address;
 
   auto list = [&](const std::string& addr, uint32_t position, bool copy_source) -> Status {
     ChunkId after;
@@ -158,8 +161,11 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
           v.placement = e.placement;
         }
         if (copy_source) {
-          v.on_copy_source = true;
-          v.copy_bytes = e.length_bytes;
+          if (!v.on_copy_source) {
+            v.on_copy_source = true;
+            v.copy_bytes = e.length_bytes;
+            v.copy_address = addr;
+          }
         } else {
           v.present[position] = 1;
         }
@@ -178,8 +184,39 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
   if (task.copy_from.value() != 0) {
     const PeerInfo* s = map.Server(task.copy_from);
     if (s != nullptr && s->usable()) {
-      copy_address = s->address;
       AQ_RETURN_IF_ERROR(list(s->address, task.position, true));
+    }
+  }
+  if (!task.only_newer) {
+    // Hand-off copies of this position (docs/design.md "Hand-off to a spare failure domain"):
+    // the servers a writer tried when the target could not take a chunk, in the writer's order.
+    // Copied from like copy_from, so a stripe whose other targets keep fewer than k chunks is
+    // rebuilt from them. A holder that cannot be listed is skipped (it only adds sources).
+    std::vector<HandoffServer> all;
+    for (const auto& [id, peer] : map.servers) {
+      all.push_back({id, peer.failure_domain, peer.usable() && (peer.state.empty() || peer.state == "in")});
+    }
+    std::vector<uint32_t> members;
+    std::vector<std::string> used;
+    for (uint32_t j = 0; j < task.pg_width; ++j) {
+      members.push_back(pg->targets[j].value());
+      const ServerId pending = j < pg->pending.size() ? pg->pending[j] : ServerId(0);
+      if (pending.value() != 0) members.push_back(pending.value());
+      if (j == task.position) continue;
+      for (ServerId id : {pg->targets[j], pending}) {
+        if (id.value() == 0) continue;
+        const PeerInfo* peer = map.Server(id);
+        used.push_back(HandoffDomain(id.value(), peer != nullptr ? peer->failure_domain : ""));
+      }
+    }
+    for (uint32_t id : HandoffOrder(task.pg_width, task.pg_index, task.position, all, members,
+                                    used, kMaxHandoffHolders)) {
+      if (ServerId(id) == task.copy_from) continue;
+      const PeerInfo* s = map.Server(ServerId(id));
+      Status listed = list(s->address, task.position, true);
+      if (!listed.ok()) {
+        log->info("hand-off holder not listed, skipping it: {}", listed.ToString());
+      }
     }
   }
 
@@ -256,7 +293,7 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     std::string data;
     bool have = false;
     if (w.info->on_copy_source) {
-      Result<PeerChunk> c = peers.Read(copy_address, w.id, w.version);
+      Result<PeerChunk> c = peers.Read(w.info->copy_address, w.id, w.version);
       if (c.ok()) {
         fetched += c->data.size();
         if (c->version == w.version) {
@@ -266,7 +303,7 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
         }
       } else {
         log->info("copy chunk={} version={} from={} failed, rebuilding: {}", w.id.ToString(),
-                  w.version, copy_address, c.status().ToString());
+                  w.version, w.info->copy_address, c.status().ToString());
       }
     }
     if (!have) {

@@ -321,7 +321,8 @@ class GrpcMetaLink final : public MetaLink {
     ClusterView view;
     view.version = resp.version();
     for (const rpc::ServerInfo& s : resp.servers()) {
-      view.servers[s.id()] = PeerInfo{ServerId(s.id()), s.address(), s.up(), s.state()};
+      view.servers[s.id()] =
+          PeerInfo{ServerId(s.id()), s.address(), s.up(), s.state(), s.failure_domain()};
     }
     for (const rpc::PgTable& t : resp.pg_tables()) {
       std::vector<PgTargets>& pgs = view.tables[t.width()];

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -166,7 +167,7 @@ class RepairTest : public ::testing::Test {
     for (uint32_t id = 1; id <= 7; ++id) Start(id);
   }
   void TearDown() override { servers_.clear(); }
-  void Start(uint32_t id, uint32_t scrub_interval_s = 0) {
+  void Start(uint32_t id, uint32_t scrub_interval_s = 0, uint32_t handoff_sweep_ms = 0) {
     DataServerOptions o;
     o.dir = dir_ + "/d" + std::to_string(id);
     o.meta = meta_host_.address();
@@ -175,6 +176,7 @@ class RepairTest : public ::testing::Test {
     o.scrub_interval_s = scrub_interval_s;
     o.scrub_rate_mib = 0;
     o.backfill_delay_ms = 50;
+    o.handoff_sweep_ms = handoff_sweep_ms;
     auto s = GrpcDataServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     servers_[id] = std::move(*s);
@@ -241,6 +243,40 @@ class RepairTest : public ::testing::Test {
   testing::ServiceHost meta_host_{&meta_};  // shut down after the data servers
   std::map<uint32_t, std::unique_ptr<GrpcDataServer>> servers_;
 };
+
+// Hand-off copies (docs/design.md "Hand-off to a spare failure domain"): server 7, in no PG,
+// holds chunks of PG 0's positions 2 (target server 3) and 3 (target server 4). Its sweep deletes
+// each version the target holds at the same or a newer version, and keeps the one the target
+// lacks and the one whose target is down. The targets' own chunks are never touched.
+TEST_F(RepairTest, HandOffSweepDeletesOnlyCopiesTheirTargetHolds) {
+  servers_.erase(7);
+  Start(7, 0, /*handoff_sweep_ms=*/50);
+  const ChunkPlacement p = Placement(0, 4 * kUnit);
+  const std::string bytes(kUnit, 'h');
+  auto put = [&](uint32_t server, uint64_t ino, uint32_t position, uint64_t version) {
+    ASSERT_TRUE(store(server).Write({InodeId(ino), 0, position}, version, 0, bytes, true, p).ok());
+  };
+  auto has = [&](uint32_t server, uint64_t ino, uint32_t position, uint64_t version) {
+    for (const ChunkVersion& v : store(server).Versions({InodeId(ino), 0, position})) {
+      if (v.version == version) return true;
+    }
+    return false;
+  };
+  put(4, 13, 3, 5);
+  Stop(4);           // target of position 3 down: its hand-off copy stays
+  put(7, 13, 3, 5);
+  put(3, 10, 2, 5);  // the target holds the same version: the copy goes
+  put(7, 10, 2, 5);
+  put(3, 11, 2, 6);  // the target holds a newer version: the copy goes
+  put(7, 11, 2, 5);
+  put(7, 12, 2, 5);  // the target lacks it: the copy stays
+  EXPECT_TRUE(WaitUntil([&] { return !has(7, 10, 2, 5) && !has(7, 11, 2, 5); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // several more sweeps
+  EXPECT_TRUE(has(7, 12, 2, 5)) << "a copy its target lacks was deleted";
+  EXPECT_TRUE(has(7, 13, 3, 5)) << "a copy whose target is down was deleted";
+  EXPECT_TRUE(has(3, 10, 2, 5));
+  EXPECT_TRUE(has(3, 11, 2, 6));
+}
 
 TEST_F(RepairTest, RebuildsErasureCodedAndReplicatedStripesWhenTheSourceIsDown) {
   // Position 2 of PG 0 lives on server 3. Erasure-coded stripes (full, partial: data chunk 2 is

@@ -1,0 +1,62 @@
+// Hand-off candidate order (docs/design.md "Hand-off to a spare failure domain"): where a
+// writer puts a chunk whose target could not take it, where readers and repair look for it.
+// Shared by the client (ClusterMap) and the data server (pg_sync), which must agree.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace aquifer {
+
+// One server of the cluster map as the ranking sees it.
+struct HandoffServer {
+  uint32_t id = 0;
+  std::string failure_domain;  // "" = its own domain
+  bool eligible = false;       // up, state "in" (or unknown), with an address
+};
+
+// The failure domain a ranking compares: the label, or "#<id>" for a server without one.
+inline std::string HandoffDomain(uint32_t id, const std::string& failure_domain) {
+  return failure_domain.empty() ? "#" + std::to_string(id) : failure_domain;
+}
+
+// Servers that may hold a hand-off copy of position `position` of PG `pg` in the table of width
+// `width`, best first, at most `max`: eligible, not in `members` (the PG's targets and pending
+// targets), and in none of `used_domains` (the domains of the PG's other positions and of earlier
+// hand-offs of the same stripe). Ranked by the rendezvous score the metadata server's repair
+// uses (moves.cc), ties by id. Pure; cost O(servers log servers).
+inline std::vector<uint32_t> HandoffOrder(uint32_t width, uint32_t pg, uint32_t position,
+                                          std::span<const HandoffServer> servers,
+                                          std::span<const uint32_t> members,
+                                          std::span<const std::string> used_domains,
+                                          size_t max) {
+  const uint64_t seed = Mix64((uint64_t{width} << 40) ^ (uint64_t{pg} << 8) ^ position);
+  std::vector<std::pair<uint64_t, uint32_t>> scored;
+  for (const HandoffServer& s : servers) {
+    if (!s.eligible) continue;
+    if (std::find(members.begin(), members.end(), s.id) != members.end()) continue;
+    const std::string domain = HandoffDomain(s.id, s.failure_domain);
+    if (std::find(used_domains.begin(), used_domains.end(), domain) != used_domains.end()) {
+      continue;
+    }
+    scored.emplace_back(Mix64(seed ^ s.id), s.id);
+  }
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<uint32_t> out;
+  for (const auto& [score, id] : scored) {
+    if (out.size() >= max) break;
+    out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace aquifer
