@@ -1,8 +1,13 @@
 #!/usr/bin/python3
 """File-system benchmark through an Aquifer mount and, in the same run, a local directory.
 
-Usage: fs_bench.py --mount DIR --local DIR [--bindfs DIR] [--json FILE] [--seq-mib 256]
-                   [--small-files 3000] [--meta-files 2000]
+Usage: fs_bench.py --mount DIR --local DIR [--bindfs DIR] [--remount CMD] [--json FILE]
+                   [--seq-mib 256] [--small-files 3000] [--meta-files 2000]
+
+"Cold" means every cache is empty, the mount's own included: before each cold phase the kernel's
+caches are dropped, and with --remount CMD (a shell command that unmounts --mount and mounts it
+again; bench/mount/run.sh passes one) the Aquifer mount is remounted too, so its stripe cache,
+attribute and name caches, session and connections start empty, as on a host that just mounted.
 
 With --bindfs (a bindfs mount of a local directory: FUSE with no network and no erasure coding),
 a third column shows what the kernel's FUSE round trips alone cost on this machine.
@@ -15,7 +20,8 @@ Rows (each measured on every directory; the table shows mount/local, bindfs/loca
   rand_read_4k_iops  fio: 4 KiB random reads, O_DIRECT, 4 jobs, 10 s, on the sequential file
   small_create_s     3,000 files of 4..256 KiB in 100 class folders: files created per second
   small_read_s       the same files read cold in random order by 2 threads with a CRC check
-  meta_<op>_s        2,000 empty files, one thread: create, stat, rename, unlink per second
+  meta_<op>_s        2,000 empty files, one thread: create, stat (cold), rename, unlink per
+                     second
   cp_r_files_s       cp -r of a small-file tree like the one above (made once on local disk
                      beside --local) into the directory: files per second
   rsync_a_files_s    rsync -a of the same tree into the directory: files per second
@@ -45,6 +51,17 @@ def drop_caches(paths):
             except OSError:
                 pass
         return "fadvise"
+
+
+def make_cold(remount):
+    """The cold-phase preparation of one column: drop the kernel's caches, then remount."""
+    def cold(paths):
+        how = drop_caches(paths)
+        if remount:
+            subprocess.run(remount, shell=True, check=True)
+            how += "+remount"
+        return how
+    return cold
 
 
 def block(i):
@@ -185,7 +202,7 @@ def dataloader_rate(files, seed):
     return rate
 
 
-def metadata(d, count):
+def metadata(d, count, cold=drop_caches):
     root = os.path.join(d, "meta")
     os.mkdir(root)
     names = [os.path.join(root, f"f{i:05d}") for i in range(count)]
@@ -194,6 +211,7 @@ def metadata(d, count):
     for n in names:
         os.close(os.open(n, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     out["meta_create_s"] = count / (time.perf_counter() - t)
+    cold([])  # stats are of names no cache holds
     t = time.perf_counter()
     for n in names:
         os.stat(n)
@@ -209,11 +227,11 @@ def metadata(d, count):
     return out
 
 
-def run(d, args, label):
+def run(d, args, label, cold=drop_caches):
     res = {}
     print(f"[{label}] sequential write {args.seq_mib} MiB", file=sys.stderr)
     res["seq_write_mib_s"], path = seq_write(d, args.seq_mib)
-    how = drop_caches([path])
+    how = cold([path])
     print(f"[{label}] cold sequential read ({how})", file=sys.stderr)
     res["seq_read_mib_s"] = seq_read(path, args.seq_mib)
     print(f"[{label}] 4 KiB random read IOPS", file=sys.stderr)
@@ -223,9 +241,10 @@ def run(d, args, label):
     os.unlink(path)
     print(f"[{label}] small files x{args.small_files}", file=sys.stderr)
     res["small_create_s"], files = small_files(d, args.small_files, seed=args.seed)
-    drop_caches([p for p, _ in files])
+    how = cold([p for p, _ in files])
+    print(f"[{label}] cold small-file reads ({how})", file=sys.stderr)
     res["small_read_s"] = small_read(files, seed=args.seed + 1)
-    drop_caches([p for p, _ in files])
+    cold([p for p, _ in files])
     print(f"[{label}] DataLoader epoch over the small files", file=sys.stderr)
     rate = dataloader_rate(files, seed=args.seed + 2)
     if rate is not None:
@@ -239,7 +258,7 @@ def run(d, args, label):
     shutil.rmtree(os.path.join(d, "cp_tree"))
     shutil.rmtree(os.path.join(d, "rsync_tree"), ignore_errors=True)
     print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
-    res.update(metadata(d, args.meta_files))
+    res.update(metadata(d, args.meta_files, cold))
     shutil.rmtree(os.path.join(d, "small"))
     shutil.rmtree(os.path.join(d, "meta"))
     return res
@@ -250,6 +269,7 @@ def main():
     ap.add_argument("--mount", required=True)
     ap.add_argument("--local", required=True)
     ap.add_argument("--bindfs", help="a bindfs mount of a local directory: a third column")
+    ap.add_argument("--remount", help="shell command that remounts --mount (cold phases)")
     ap.add_argument("--json")
     ap.add_argument("--seq-mib", type=int, default=256)
     ap.add_argument("--small-files", type=int, default=3000)
@@ -261,7 +281,7 @@ def main():
     make_source_tree(args.source, args.small_files, args.seed + 3)
     local = run(args.local, args, "local")
     bindfs = run(args.bindfs, args, "bindfs") if args.bindfs else {}
-    mount = run(args.mount, args, "mount")
+    mount = run(args.mount, args, "mount", make_cold(args.remount))
 
     def ratio(a, b):
         return f"{a / b:.3f}" if a is not None and b else "-"
@@ -272,7 +292,8 @@ def main():
         m, l, b = mount[k], local.get(k), bindfs.get(k)
         print(f"{k:<22}{m:>11.1f}{(l or 0):>11.1f}{(b or 0):>11.1f}{ratio(m, l):>13}"
               f"{ratio(b, l):>14}{ratio(m, b):>14}")
-    out = {"seed": args.seed, "mount": mount, "local": local,
+    out = {"seed": args.seed, "mount_cold": "remount" if args.remount else "kernel caches only",
+           "mount": mount, "local": local,
            "ratio": {k: mount[k] / local[k] for k in mount if local.get(k)}}
     if bindfs:
         out["bindfs"] = bindfs

@@ -2,8 +2,9 @@
 # Starts a local cluster (1 aquifer-meta + 6 aquifer-data, RS(4,2), 1 MiB units) with
 # tests/mount/lib.sh, mounts it, runs fs_bench.py against the mount and a local directory on the
 # same disk (and a bindfs pass-through of a local directory, when bindfs is installed), then tears
-# everything down. Needs AQ_META_BIN, AQ_DATA_BIN, AQ_MOUNT_BIN (or a build
-# dir as $1: bench/mount/run.sh build). Extra arguments go to fs_bench.py.
+# everything down. Before each cold phase the mount is remounted (fs_bench.py --remount), so its
+# own caches are empty as well as the kernel's. Needs AQ_META_BIN, AQ_DATA_BIN, AQ_MOUNT_BIN (or a
+# build dir as $1: bench/mount/run.sh build). Extra arguments go to fs_bench.py.
 #   bench/mount/run.sh /work/main/build --seq-mib 256 --json /tmp/mount_bench.json
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -gt 0 ] && [ -d "$1/src" ]; then
@@ -15,22 +16,39 @@ export AQ_LOG_LEVEL=${AQ_LOG_LEVEL:-warn} AQ_MOUNT_LOG_LEVEL=${AQ_MOUNT_LOG_LEVE
 AQ_CMD_TIMEOUT=1800
 source "$here/../../tests/mount/lib.sh"
 aq_start_cluster
-aq_mount "$AQ_SCRATCH/mnt"
+MNT=$AQ_SCRATCH/mnt
+aq_mount "$MNT"
 mkdir -p "$AQ_SCRATCH/local"
+
+# remount.sh: unmounts the mount (its daemon exits) and starts a new aquifer-mount on it, as a host
+# that just mounted; each new daemon's PID goes to remount.pids, which the teardown stops.
+cat >"$AQ_SCRATCH/remount.sh" <<EOF
+fusermount3 -u "$MNT" || exit 1
+for _ in \$(seq 400); do mountpoint -q "$MNT" || break; sleep 0.05; done
+"$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$MNT" -f --log-level "$AQ_MOUNT_LOG_LEVEL" \\
+  >>"$AQ_SCRATCH/remount.log" 2>&1 &
+echo \$! >>"$AQ_SCRATCH/remount.pids"
+for _ in \$(seq 400); do mountpoint -q "$MNT" && exit 0; sleep 0.05; done
+echo "remount: $MNT not mounted after 20 s" >&2
+exit 1
+EOF
+bench_teardown() {
+  local rc=$? pid
+  [ -d "$AQ_SCRATCH/bind" ] && fusermount3 -uz "$AQ_SCRATCH/bind" 2>/dev/null
+  fusermount3 -uz "$MNT" 2>/dev/null
+  for pid in $(cat "$AQ_SCRATCH/remount.pids" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  (exit $rc)
+  aq_teardown
+}
+trap bench_teardown EXIT
+
 # A third column when bindfs is installed: a local FUSE pass-through over a directory on the same
 # disk (no network, no erasure coding), the floor any FUSE file system pays on this machine.
 bind_args=()
 if command -v bindfs >/dev/null; then
   mkdir -p "$AQ_SCRATCH/bind-src" "$AQ_SCRATCH/bind"
   bindfs "$AQ_SCRATCH/bind-src" "$AQ_SCRATCH/bind"
-  bench_teardown() {
-    local rc=$?
-    fusermount3 -uz "$AQ_SCRATCH/bind" 2>/dev/null
-    (exit $rc)
-    aq_teardown
-  }
-  trap bench_teardown EXIT
   bind_args=(--bindfs "$AQ_SCRATCH/bind")
 fi
-timeout 1800 /usr/bin/python3 "$here/fs_bench.py" --mount "$AQ_SCRATCH/mnt" --local "$AQ_SCRATCH/local" \
-  "${bind_args[@]}" "$@"
+timeout 1800 /usr/bin/python3 "$here/fs_bench.py" --mount "$MNT" --local "$AQ_SCRATCH/local" \
+  --remount "bash $AQ_SCRATCH/remount.sh" "${bind_args[@]}" "$@"
