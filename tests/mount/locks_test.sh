@@ -18,7 +18,8 @@
 # The test shell keeps every case's file open on both mounts, as another process of a real
 # application would, so that a lock is freed by its owner's close and not by the mount's last
 # close of the file. Across mounts the second mount opens read-only (a write open there would
-# wait for the first mount's write lease), so its POSIX and OFD requests are read locks: they
+# recall the first mount's write lease, a cost these cases do not measure), so its POSIX and OFD
+# requests are read locks: they
 # conflict with the holder's write lock, and the check that a withdrawn waiter was never granted
 # is a write lock taken on the first mount. lock_tool.py is the lock-taking process.
 source "$(dirname "$0")/lib.sh"

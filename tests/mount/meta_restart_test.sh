@@ -349,8 +349,8 @@ if want locks; then
     aq_wait_until 10 test -e "$CD/$kind/held" ||
       bad "the $kind holder got no lock: $(cat "$CD/$kind.out")"
   done
-  # B opens read-only (a write open would wait for A's write lease): its POSIX request is a read
-  # lock, which a write lock excludes as well.
+  # B opens read-only (a write open would recall A's write lease, which the outage would hold
+  # up): its POSIX request is a read lock, which a write lock excludes as well.
   expect_held "$T" posix-r "$B/locks/posix" "before the kill"
   expect_held "$T" flock-ex "$B/locks/flock" "before the kill"
   outage 4
