@@ -95,6 +95,7 @@ struct MovesView {
   uint64_t moves_completed = 0;  // since the metadata server started
   uint64_t lost_stripes = 0;     // recorded as lost by readers or fsck, in lost_files files
   uint64_t lost_files = 0;
+  uint64_t degraded_stripes = 0; // written below k + m, backfill pending
 };
 
 // DrainServer / RemoveServer reply.

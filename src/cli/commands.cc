@@ -115,7 +115,8 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   out << FormatStatus(address.empty() ? "(none)" : address, view, local,
                       local ? std::vector<std::string>() : AquiferMounts(address),
                       view.ok() ? &moves : nullptr);
-  return view.ok() ? 0 : 1;
+  // The exit code says the health (docs/operations.md "Health and exit codes"): 0 only when ok.
+  return HealthExitCode(HealthOf(view, view.ok() ? &moves : nullptr, local).state);
 }
 
 int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {

@@ -1,6 +1,7 @@
 #include "cli/status_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -97,7 +98,7 @@ std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max
       o << "\n";
     }
   }
-  o << "health    " << (mv.message.empty() ? "healthy" : mv.message) << "\n";
+  o << "meta says " << (mv.message.empty() ? "healthy" : mv.message) << "\n";
   return o.str();
 }
 
@@ -158,11 +159,164 @@ std::string HumanBytes(uint64_t bytes) {
   return buf;
 }
 
+const char* HealthName(HealthState state) {
+  switch (state) {
+    case HealthState::kOk: return "ok";
+    case HealthState::kMountDown: return "mount down";
+    case HealthState::kNearlyFull: return "nearly full";
+    case HealthState::kDegraded: return "degraded";
+    case HealthState::kWaitingForServer: return "waiting for a server";
+    case HealthState::kDataAtRisk: return "data at risk";
+    case HealthState::kDataLost: return "data lost";
+    case HealthState::kUnreachable: return "unreachable";
+  }
+  return "?";
+}
+
+int HealthExitCode(HealthState state) {
+  switch (state) {
+    case HealthState::kOk: return 0;
+    case HealthState::kUnreachable: return 1;
+    case HealthState::kDegraded: return 2;
+    case HealthState::kWaitingForServer: return 3;
+    case HealthState::kNearlyFull: return 4;
+    case HealthState::kMountDown: return 5;
+    case HealthState::kDataAtRisk: return 6;
+    case HealthState::kDataLost: return 7;
+  }
+  return 1;
+}
+
+Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
+                const std::optional<LocalProcesses>& local) {
+  std::vector<std::pair<HealthState, std::string>> found;
+  auto add = [&](HealthState st, std::string why) { found.emplace_back(st, std::move(why)); };
+  if (!view.ok()) {
+    add(HealthState::kUnreachable, "the metadata server did not answer: " + view.status().ToString());
+  } else {
+    const ClusterView& v = *view;
+    const uint32_t width = v.default_k + v.default_m;
+    std::set<uint32_t> missing;  // down or removed
+    std::string down_holding, down_empty;
+    uint32_t n_down_holding = 0, n_down_empty = 0;
+    for (const ServerView& sv : v.servers) {
+      if (sv.state == "removed") {
+        missing.insert(sv.id.value());
+        continue;
+      }
+      if (!sv.up) {
+        missing.insert(sv.id.value());
+        std::string& list = sv.pg_positions > 0 ? down_holding : down_empty;
+        list += (list.empty() ? "" : ",") + sv.id.ToString();
+        ++(sv.pg_positions > 0 ? n_down_holding : n_down_empty);
+        continue;
+      }
+      if (sv.capacity_bytes > 0 && sv.used_bytes * 100 >= sv.capacity_bytes * kNearlyFullPercent) {
+        add(HealthState::kNearlyFull,
+            "server " + sv.id.ToString() + " (" + sv.failure_domain + ") is " +
+                std::to_string(sv.used_bytes * 100 / sv.capacity_bytes) + "% full (" +
+                HumanBytes(sv.used_bytes) + " of " + HumanBytes(sv.capacity_bytes) +
+                "; client writes are refused above its full percent, 95 by default)");
+      }
+    }
+    // PGs of the default width by how many positions sit on missing servers.
+    uint32_t pgs_lost = 0, pgs_at_risk = 0, pgs_missing = 0;
+    for (const PgView& pg : v.pgs) {
+      if (pg.width != width || width == 0) continue;
+      uint32_t gone = 0;
+      for (uint32_t t : pg.targets) gone += missing.count(t) ? 1 : 0;
+      if (gone > v.default_m) {
+        ++pgs_lost;
+      } else if (gone == v.default_m && gone > 0) {
+        ++pgs_at_risk;
+      } else if (gone > 0) {
+        ++pgs_missing;
+      }
+    }
+    if (moves != nullptr && moves->ok() && (*moves)->lost_stripes > 0) {
+      add(HealthState::kDataLost, std::to_string((*moves)->lost_stripes) + " stripes in " +
+                                      std::to_string((*moves)->lost_files) +
+                                      " files cannot be read (EIO); `aquifer fsck` lists them");
+    }
+    if (pgs_lost > 0) {
+      add(HealthState::kDataLost,
+          std::to_string(pgs_lost) + " PGs have more than m = " + std::to_string(v.default_m) +
+              " positions on down or removed servers: their stripes cannot be read until "
+              "those servers return");
+    }
+    if (pgs_at_risk > 0) {
+      add(HealthState::kDataAtRisk,
+          std::to_string(pgs_at_risk) + " PGs have m = " + std::to_string(v.default_m) +
+              " positions missing: one more failure there loses data");
+    }
+    if (moves != nullptr && moves->ok()) {
+      const MovesView& mv = **moves;
+      if (mv.waiting_for_server) {
+        add(HealthState::kWaitingForServer,
+            "missing positions have no spare failure domain to be rebuilt on: add a server");
+      }
+      if (mv.degraded_stripes > 0) {
+        add(HealthState::kDegraded, std::to_string(mv.degraded_stripes) +
+                                        " stripes written below k+m, backfill pending");
+      }
+      uint32_t repairs = 0;
+      for (const MoveView& m : mv.moves) repairs += m.kind == "repair" ? 1 : 0;
+      if (repairs > 0) {
+        add(HealthState::kDegraded,
+            "repairing: " + std::to_string(repairs) + " repair moves, " +
+                HumanBytes(mv.bytes_left) + " left" +
+                (mv.eta_ms >= 0 ? ", eta " + HumanDuration(mv.eta_ms) : std::string()));
+      }
+    }
+    if (n_down_holding > 0) {
+      add(HealthState::kDegraded,
+          std::to_string(n_down_holding) + " data servers down holding PG positions (" +
+              down_holding + ")" +
+              (pgs_missing + pgs_at_risk + pgs_lost > 0
+                   ? ", " + std::to_string(pgs_missing + pgs_at_risk + pgs_lost) +
+                         " PGs with positions missing"
+                   : std::string()));
+    }
+    if (n_down_empty > 0) {
+      add(HealthState::kDegraded,
+          std::to_string(n_down_empty) + " data servers down holding no PG positions (" +
+              down_empty + "): nothing to repair; `aquifer server remove ID` forgets them");
+    }
+  }
+  if (local && !local->state.mount.dir.empty()) {
+    if (local->mount_type.empty()) {
+      add(HealthState::kMountDown, "the mount " + local->state.mount.dir + " is not mounted");
+    } else if (!local->mount_alive) {
+      add(HealthState::kMountDown, "aquifer-mount of " + local->state.mount.dir +
+                                       " is not running (the mount point answers nothing)");
+    }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  Health h;
+  if (!found.empty()) h.state = found.front().first;
+  for (auto& [st, why] : found) h.reasons.push_back(std::move(why));
+  return h;
+}
+
+std::string FormatHealth(const Health& health) {
+  std::string out = "health    ";
+  if (health.state == HealthState::kOk) return out + "ok\n";
+  std::string name = HealthName(health.state);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  out += name + ":";
+  for (size_t i = 0; i < health.reasons.size(); ++i) {
+    out += (i ? "; " : " ") + health.reasons[i];
+  }
+  return out + "\n";
+}
+
 std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,
                          const std::optional<LocalProcesses>& local,
                          const std::vector<std::string>& mounts,
                          const Result<MovesView>* moves) {
   std::ostringstream o;
+  o << FormatHealth(HealthOf(view, moves, local));
   if (local) o << "cluster   local, root " << local->state.root << "\n";
   if (!view.ok()) {
     o << "meta      " << meta_address << "  UNREACHABLE: " << view.status().ToString() << "\n";

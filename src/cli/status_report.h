@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "aquifer/status.h"
 #include "cli/cluster_state.h"
@@ -50,7 +51,40 @@ struct RemovalRisk {
 };
 RemovalRisk RemovalRiskOf(const ClusterView& view, uint32_t server_id);
 
-// The whole report. `view` is the metadata server's answer, or its error (then the report says
+// The cluster's health as `aquifer status` reports it on its first line and in its exit code
+// (docs/operations.md "Health and exit codes"). States from the least to the most serious; the
+// report names the most serious one and every reason found.
+enum class HealthState {
+  kOk,                // nothing below
+  kMountDown,         // a local cluster's mount is not mounted or its aquifer-mount is dead
+  kNearlyFull,        // an up data server is at or above kNearlyFullPercent of its capacity
+  kDegraded,          // a data server down, PG positions missing (repair pending or running),
+                      // or stripes written below k + m awaiting backfill
+  kWaitingForServer,  // missing positions with no spare failure domain to rebuild them on
+  kDataAtRisk,        // PGs with exactly m positions missing: one more failure loses data
+  kDataLost,          // stripes recorded lost, or PGs with more than m positions missing
+  kUnreachable,       // the metadata server did not answer
+};
+inline constexpr uint32_t kNearlyFullPercent = 90;  // data servers refuse writes at 95 (default)
+
+struct Health {
+  HealthState state = HealthState::kOk;
+  std::vector<std::string> reasons;  // every condition found, most serious first
+};
+
+// Judges health from what the report shows. `moves` may be null (not fetched). Pure.
+Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
+                const std::optional<LocalProcesses>& local);
+// "ok", "mount down", "nearly full", "degraded", "waiting for a server", "data at risk",
+// "data lost", "unreachable".
+const char* HealthName(HealthState state);
+// `aquifer status` exit code: ok 0, unreachable 1, degraded 2, waiting for a server 3, nearly
+// full 4, mount down 5, data at risk 6, data lost 7.
+int HealthExitCode(HealthState state);
+// "health    ok" or "health    DEGRADED: reason; reason".
+std::string FormatHealth(const Health& health);
+
+// The whole report; its first line is FormatHealth(HealthOf(view, moves, local)). `view` is the metadata server's answer, or its error (then the report says
 // the metadata server is unreachable and shows what else it knows). `local` is set for --root.
 // `mounts` lists the mounts of this cluster found on this host (shown when `local` is not set).
 std::string FormatStatus(const std::string& meta_address, const Result<ClusterView>& view,

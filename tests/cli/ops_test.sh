@@ -66,11 +66,17 @@ repair)
     || fail "repair wait failed"
   grep -q "no repair move left" "$ROOT/wait.txt" || fail "repair wait did not say it finished"
   grep -q "moves [1-9][0-9]* done" "$ROOT/wait.txt" || fail "repair wait saw no repair move finish"
-  "$AQ" status --root "$ROOT" | tee "$ROOT/status.txt"
+  st=0
+  "$AQ" status --root "$ROOT" > "$ROOT/status.txt" || st=$?
+  cat "$ROOT/status.txt"
   DS3=$(json "s['data_servers'][2]['address']")
   grep -E "^  [0-9]+ +$DS3 +ds3 +DOWN +in +0 " "$ROOT/status.txt" \
     || fail "status does not show ds3 DOWN holding 0 PG positions"
-  grep -q "health    healthy" "$ROOT/status.txt" || fail "status is not healthy after repair"
+  # Repaired: nothing is missing, but ds3 is still a member and down (exit 2, degraded).
+  [ $st = 2 ] || fail "status exit $st after repair with ds3 down, want 2"
+  grep -q "^health    DEGRADED: 1 data servers down holding no PG positions" "$ROOT/status.txt" ||
+    fail "status does not say ds3 is down holding nothing after repair"
+  grep -q "meta says healthy" "$ROOT/status.txt" || fail "repair left work behind"
   verify
   "$AQ" fsck --root "$ROOT" | tee "$ROOT/fsck.txt" || fail "fsck not clean after repair"
   ;;

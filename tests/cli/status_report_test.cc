@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
 namespace aquifer::cli {
 namespace {
 
@@ -56,6 +59,110 @@ TEST(StatusReportTest, SaysWhenTheMetadataServerIsUnreachableAndShowsLocalProces
   EXPECT_NE(text.find("ds1 pid 11"), std::string::npos) << text;
   EXPECT_NE(text.find("ds2 NOT RUNNING"), std::string::npos) << text;
   EXPECT_NE(text.find("NOT MOUNTED"), std::string::npos) << text;
+}
+
+// Six servers all up, 20 PGs of width 6 (PG i on servers 1..6 in turn), no moves: ok.
+ClusterView Healthy() {
+  ClusterView v = SixServersOneDown();
+  for (ServerView& s : v.servers) {
+    s.up = true;
+    s.pg_positions = 20;
+  }
+  for (int i = 0; i < 20; ++i) v.pgs.push_back(PgView{6, {1, 2, 3, 4, 5, 6}});
+  return v;
+}
+
+// Issue 21 item 1: the health line comes first, names the most serious state with every reason,
+// and the exit code is 0 only when ok. Before, status said "healthy" and exited 0 with stripes
+// lost, servers 94-98% full and the mount daemon dead.
+TEST(StatusReportTest, HealthNamesTheMostSeriousStateAndItsExitCode) {
+  struct Case {
+    const char* name;
+    std::function<void(ClusterView&, MovesView&, LocalProcesses&)> make;
+    HealthState want;
+    int exit_code;
+    const char* reason;  // a part of the health line
+  };
+  const std::vector<Case> cases = {
+      {"healthy", [](ClusterView&, MovesView&, LocalProcesses&) {}, HealthState::kOk, 0, "ok"},
+      {"a server down", [](ClusterView& v, MovesView&, LocalProcesses&) { v.servers[2].up = false; },
+       HealthState::kDegraded, 2, "1 data servers down holding PG positions (3)"},
+      {"a down server holding nothing",
+       [](ClusterView& v, MovesView&, LocalProcesses&) {
+         v.servers[2].up = false;
+         v.servers[2].pg_positions = 0;
+         for (PgView& pg : v.pgs) pg.targets[2] = 7;
+         v.servers.push_back(v.servers[0]);
+         v.servers.back().id = ServerId(7);
+       },
+       HealthState::kDegraded, 2, "holding no PG positions (3)"},
+      {"stripes below k+m", [](ClusterView&, MovesView& m, LocalProcesses&) { m.degraded_stripes = 4; },
+       HealthState::kDegraded, 2, "4 stripes written below k+m"},
+      {"two down in a PG",
+       [](ClusterView& v, MovesView&, LocalProcesses&) {
+         v.servers[1].up = false;
+         v.servers[4].up = false;
+       },
+       HealthState::kDataAtRisk, 6, "20 PGs have m = 2 positions missing"},
+      {"three down in a PG",
+       [](ClusterView& v, MovesView&, LocalProcesses&) {
+         v.servers[0].up = false;
+         v.servers[1].up = false;
+         v.servers[5].state = "removed";
+       },
+       HealthState::kDataLost, 7, "20 PGs have more than m = 2 positions"},
+      {"lost stripes recorded", [](ClusterView&, MovesView& m, LocalProcesses&) {
+         m.lost_stripes = 5;
+         m.lost_files = 2;
+       },
+       HealthState::kDataLost, 7, "5 stripes in 2 files cannot be read"},
+      {"waiting for a server",
+       [](ClusterView& v, MovesView& m, LocalProcesses&) {
+         v.servers[3].up = false;
+         m.waiting_for_server = true;
+       },
+       HealthState::kWaitingForServer, 3, "no spare failure domain"},
+      {"a server 94% full",
+       [](ClusterView& v, MovesView&, LocalProcesses&) {
+         v.servers[4].capacity_bytes = 100ull << 20;
+         v.servers[4].used_bytes = 94ull << 20;
+       },
+       HealthState::kNearlyFull, 4, "server 5 (ds5) is 94% full"},
+      {"the mount daemon dead",
+       [](ClusterView&, MovesView&, LocalProcesses& lp) { lp.mount_alive = false; },
+       HealthState::kMountDown, 5, "is not running"},
+      {"not mounted",
+       [](ClusterView&, MovesView&, LocalProcesses& lp) { lp.mount_type.clear(); },
+       HealthState::kMountDown, 5, "is not mounted"},
+      {"at risk and nearly full",
+       [](ClusterView& v, MovesView&, LocalProcesses&) {
+         v.servers[0].up = false;
+         v.servers[1].up = false;
+         v.servers[4].used_bytes = v.servers[4].capacity_bytes;
+       },
+       HealthState::kDataAtRisk, 6, "DATA AT RISK: 20 PGs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ClusterView v = Healthy();
+    MovesView m;
+    LocalProcesses lp;
+    lp.state.mount.dir = "/tmp/aquifer-r/mnt";
+    lp.mount_alive = true;
+    lp.mount_type = "fuse.aquifer";
+    c.make(v, m, lp);
+    const Result<ClusterView> view(v);
+    const Result<MovesView> moves(m);
+    const Health h = HealthOf(view, &moves, lp);
+    EXPECT_EQ(HealthName(h.state), std::string(HealthName(c.want)));
+    EXPECT_EQ(HealthExitCode(h.state), c.exit_code);
+    const std::string text = FormatStatus("127.0.0.1:41000", view, lp, {}, &moves);
+    EXPECT_EQ(text.rfind("health    ", 0), 0u) << "the health line is not first:\n" << text;
+    const std::string line = text.substr(0, text.find('\n'));
+    EXPECT_NE(line.find(c.reason), std::string::npos) << line;
+  }
+  const Health unreachable = HealthOf(Result<ClusterView>(Unavailable("refused")), nullptr, {});
+  EXPECT_EQ(HealthExitCode(unreachable.state), 1);
 }
 
 TEST(StatusReportTest, HumanBytesUsesBinaryUnits) {

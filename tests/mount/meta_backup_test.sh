@@ -39,7 +39,7 @@ EOF
 }
 
 
-all_servers_up() { "$CLI" status --meta "$AQ_META_ADDR" | grep -q "6 registered, 6 up, 0 down"; }
+all_servers_up() { { "$CLI" status --meta "$AQ_META_ADDR" || true; } | grep -q "6 registered, 6 up, 0 down"; }
 max_inode() { find "$1" -printf '%i\n' | sort -n | tail -1; }
 
 SRC=$AQ_SCRATCH/src

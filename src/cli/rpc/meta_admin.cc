@@ -132,6 +132,7 @@ Result<MovesView> FetchMoves(const std::string& address, std::chrono::millisecon
   v.moves_completed = s.moves_completed();
   v.lost_stripes = s.lost_stripes();
   v.lost_files = s.lost_files();
+  v.degraded_stripes = s.degraded_stripes();
   return v;
 }
 
