@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -49,6 +50,38 @@ void RaiseReadAhead(const std::string& mountpoint) {
   ra << kReadAheadKib << "\n";
   ra.flush();
   Logger("fuse")->info("read_ahead_kb={} bdi={} ok={}", kReadAheadKib, dev, ra.good());
+}
+
+// The file-system type mounted at `path` (an absolute, resolved path), "" when none: the last
+// /proc/self/mountinfo line whose mount point is `path` (the field escapes space, tab, newline
+// and backslash as \ooo octal).
+std::string FsTypeMountedAt(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line, type;
+  auto unescape = [](const std::string& f) {
+    std::string out;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i] == '\\' && i + 3 < f.size() &&
+          std::isdigit(static_cast<unsigned char>(f[i + 1]))) {
+        out += static_cast<char>(std::stoi(f.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        out += f[i];
+      }
+    }
+    return out;
+  };
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, majmin, root, point, field;
+    fields >> id >> parent >> majmin >> root >> point;
+    if (unescape(point) != path) continue;
+    while (fields >> field && field != "-") {
+    }
+    fields >> field;
+    type = field;
+  }
+  return type;
 }
 
 // Tells the waiting parent how start-up ended (0 = mounted) and closes the pipe.
@@ -123,6 +156,17 @@ int Run(int argc, char** argv) {
     return 1;
   }
   opts.mountpoint = real;
+  // A second mount on a mounted point hides the first (its processes keep using it) and a later
+  // unmount takes the wrong one off: refuse. An autofs point (systemd's x-systemd.automount) is
+  // meant to be mounted over.
+  if (const std::string type = FsTypeMountedAt(opts.mountpoint);
+      !type.empty() && type != "autofs") {
+    fprintf(stderr,
+            "aquifer-mount: %s is already a mount point (%s): unmount it first "
+            "(fusermount3 -u %s)\n",
+            opts.mountpoint.c_str(), type.c_str(), opts.mountpoint.c_str());
+    return 1;
+  }
   SetupLogging(opts.log_level);
   TuneAllocator();
   DisableMutexDeadlockDetection();

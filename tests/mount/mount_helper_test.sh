@@ -55,6 +55,12 @@ grep -q "released open files at exit count=1 failed=0" "$AQ_SCRATCH/helper.log" 
 aq_mount "$M"
 aq_same "$AQ_SCRATCH/payload" "$M/open_at_exit"
 [ "$(cat "$M/hello")" = hello ] || aq_fail "hello lost"
+# A second aquifer-mount on the mounted point is refused (it used to stack on it, hiding the
+# first); the first mount goes on working.
+out=$(timeout "$T" "$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$M" -f 2>&1) && aq_fail "mounted twice on $M"
+grep -q "already a mount point (fuse.aquifer)" <<<"$out" || aq_fail "no clear error for a second mount: $out"
+[ "$(grep -c " $M fuse.aquifer" /proc/mounts)" = 1 ] || aq_fail "two mounts on $M"
+[ "$(cat "$M/hello")" = hello ] || aq_fail "the first mount stopped working after a refused second"
 aq_umount "$M"
 aq_not_mounted "$M" || aq_fail "still mounted after fusermount3 -u"
 echo "PASS mount_helper"
