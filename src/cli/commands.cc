@@ -759,7 +759,29 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   lset->add_option("PATH", inv.path, "a path on an Aquifer mount")->required();
   lset->add_option("LAYOUT", inv.layout_tokens, "k=K m=M unit=BYTES")->required();
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.footer("aquifer help [COMMAND...] prints a command's help (as COMMAND... --help).");
+  // `aquifer help [COMMAND...]` is `aquifer [COMMAND...] --help`.
+  std::vector<std::string> words = args;
+  if (!words.empty() && words.front() == "help") {
+    words.erase(words.begin());
+    CLI::App* at = &app;
+    std::string path;
+    for (const std::string& w : words) {
+      CLI::App* sub = nullptr;
+      try {
+        sub = at->get_subcommand(w);
+      } catch (const CLI::OptionNotFound&) {
+      }
+      if (sub == nullptr) {
+        return InvalidArgument("aquifer help: no command '" + path + (path.empty() ? "" : " ") +
+                               w + "' (`aquifer help` lists the commands)");
+      }
+      at = sub;
+      path += (path.empty() ? "" : " ") + w;
+    }
+    words.push_back("--help");
+  }
+  std::vector<std::string> reversed(words.rbegin(), words.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {

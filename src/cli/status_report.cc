@@ -177,12 +177,13 @@ int HealthExitCode(HealthState state) {
   switch (state) {
     case HealthState::kOk: return 0;
     case HealthState::kUnreachable: return 1;
-    case HealthState::kDegraded: return 2;
-    case HealthState::kWaitingForServer: return 3;
-    case HealthState::kNearlyFull: return 4;
-    case HealthState::kMountDown: return 5;
-    case HealthState::kDataAtRisk: return 6;
-    case HealthState::kDataLost: return 7;
+    // 2 is every command's usage error.
+    case HealthState::kWaitingForServer: return 3;  // as `repair wait`
+    case HealthState::kDegraded: return 4;
+    case HealthState::kNearlyFull: return 5;
+    case HealthState::kMountDown: return 6;
+    case HealthState::kDataAtRisk: return 7;
+    case HealthState::kDataLost: return 8;
   }
   return 1;
 }

@@ -78,8 +78,8 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
 // "ok", "mount down", "nearly full", "degraded", "waiting for a server", "data at risk",
 // "data lost", "unreachable".
 const char* HealthName(HealthState state);
-// `aquifer status` exit code: ok 0, unreachable 1, degraded 2, waiting for a server 3, nearly
-// full 4, mount down 5, data at risk 6, data lost 7.
+// `aquifer status` exit code: ok 0, unreachable 1, waiting for a server 3, degraded 4, nearly
+// full 5, mount down 6, data at risk 7, data lost 8 (2 is a usage error, as for every command).
 int HealthExitCode(HealthState state);
 // "health    ok" or "health    DEGRADED: reason; reason".
 std::string FormatHealth(const Health& health);

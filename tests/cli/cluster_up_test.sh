@@ -135,15 +135,15 @@ echo "== crash a data server; cluster up restarts it on the same port"
 DS2_ADDR=$(json "s['data_servers'][1]['address']")
 kill -9 "$(json "s['data_servers'][1]['pid']")"
 cmp "$ROOT/blob" "$MNT/blob" || fail "degraded read with ds2 crashed differs"
-# The health line and exit code say degraded once the map shows ds2 down (exit 2, not 0).
+# The health line and exit code say degraded once the map shows ds2 down (exit 4, not 0).
 st=0
 for _ in $(seq 40); do
   st=0
   "$AQ" status --root "$ROOT" > "$ROOT/status-ds2.txt" || st=$?
-  [ $st = 2 ] && break
+  [ $st = 4 ] && break
   sleep 0.25
 done
-[ $st = 2 ] || fail "status exit $st with ds2 killed, want 2 (degraded): $(head -1 "$ROOT/status-ds2.txt")"
+[ $st = 4 ] || fail "status exit $st with ds2 killed, want 4 (degraded): $(head -1 "$ROOT/status-ds2.txt")"
 head -1 "$ROOT/status-ds2.txt" | grep -q "^health    DEGRADED: 1 data servers down" ||
   fail "the first line does not say degraded: $(head -1 "$ROOT/status-ds2.txt")"
 "$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000

@@ -157,6 +157,20 @@ TEST(CommandLineTest, HelpIsNotAnError) {
   EXPECT_NE(none.help_text.find("cluster"), std::string::npos);
 }
 
+// `aquifer help` was a usage error ("help" is not a command); now it is the top-level help, and
+// `aquifer help CMD...` that command's, as `CMD... --help` gives it.
+TEST(CommandLineTest, HelpCommandPrintsTheHelpOfWhatFollowsIt) {
+  Invocation top = ParseOk({"help"});
+  EXPECT_EQ(top.command, Command::kHelp);
+  EXPECT_NE(top.help_text.find("status"), std::string::npos) << top.help_text;
+  EXPECT_NE(top.help_text.find("aquifer help [COMMAND...]"), std::string::npos) << top.help_text;
+  Invocation up = ParseOk({"help", "cluster", "up"});
+  EXPECT_EQ(up.command, Command::kHelp);
+  EXPECT_NE(up.help_text.find("--data-servers"), std::string::npos) << up.help_text;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"help", "no-such-command"}, out, err), 2) << out.str() << err.str();
+}
+
 TEST(CommandLineTest, RunCliExitsTwoOnUsageErrorsAndOneOnFailures) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCli({"cluster", "up", "--k"}, out, err), 2);

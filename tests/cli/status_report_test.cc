@@ -86,7 +86,7 @@ TEST(StatusReportTest, HealthNamesTheMostSeriousStateAndItsExitCode) {
   const std::vector<Case> cases = {
       {"healthy", [](ClusterView&, MovesView&, LocalProcesses&) {}, HealthState::kOk, 0, "ok"},
       {"a server down", [](ClusterView& v, MovesView&, LocalProcesses&) { v.servers[2].up = false; },
-       HealthState::kDegraded, 2, "1 data servers down holding PG positions (3)"},
+       HealthState::kDegraded, 4, "1 data servers down holding PG positions (3)"},
       {"a down server holding nothing",
        [](ClusterView& v, MovesView&, LocalProcesses&) {
          v.servers[2].up = false;
@@ -95,27 +95,27 @@ TEST(StatusReportTest, HealthNamesTheMostSeriousStateAndItsExitCode) {
          v.servers.push_back(v.servers[0]);
          v.servers.back().id = ServerId(7);
        },
-       HealthState::kDegraded, 2, "holding no PG positions (3)"},
+       HealthState::kDegraded, 4, "holding no PG positions (3)"},
       {"stripes below k+m", [](ClusterView&, MovesView& m, LocalProcesses&) { m.degraded_stripes = 4; },
-       HealthState::kDegraded, 2, "4 stripes written below k+m"},
+       HealthState::kDegraded, 4, "4 stripes written below k+m"},
       {"two down in a PG",
        [](ClusterView& v, MovesView&, LocalProcesses&) {
          v.servers[1].up = false;
          v.servers[4].up = false;
        },
-       HealthState::kDataAtRisk, 6, "20 PGs have m = 2 positions missing"},
+       HealthState::kDataAtRisk, 7, "20 PGs have m = 2 positions missing"},
       {"three down in a PG",
        [](ClusterView& v, MovesView&, LocalProcesses&) {
          v.servers[0].up = false;
          v.servers[1].up = false;
          v.servers[5].state = "removed";
        },
-       HealthState::kDataLost, 7, "20 PGs have more than m = 2 positions"},
+       HealthState::kDataLost, 8, "20 PGs have more than m = 2 positions"},
       {"lost stripes recorded", [](ClusterView&, MovesView& m, LocalProcesses&) {
          m.lost_stripes = 5;
          m.lost_files = 2;
        },
-       HealthState::kDataLost, 7, "5 stripes in 2 files cannot be read"},
+       HealthState::kDataLost, 8, "5 stripes in 2 files cannot be read"},
       {"waiting for a server",
        [](ClusterView& v, MovesView& m, LocalProcesses&) {
          v.servers[3].up = false;
@@ -127,20 +127,20 @@ TEST(StatusReportTest, HealthNamesTheMostSeriousStateAndItsExitCode) {
          v.servers[4].capacity_bytes = 100ull << 20;
          v.servers[4].used_bytes = 94ull << 20;
        },
-       HealthState::kNearlyFull, 4, "server 5 (ds5) is 94% full"},
+       HealthState::kNearlyFull, 5, "server 5 (ds5) is 94% full"},
       {"the mount daemon dead",
        [](ClusterView&, MovesView&, LocalProcesses& lp) { lp.mount_alive = false; },
-       HealthState::kMountDown, 5, "is not running"},
+       HealthState::kMountDown, 6, "is not running"},
       {"not mounted",
        [](ClusterView&, MovesView&, LocalProcesses& lp) { lp.mount_type.clear(); },
-       HealthState::kMountDown, 5, "is not mounted"},
+       HealthState::kMountDown, 6, "is not mounted"},
       {"at risk and nearly full",
        [](ClusterView& v, MovesView&, LocalProcesses&) {
          v.servers[0].up = false;
          v.servers[1].up = false;
          v.servers[4].used_bytes = v.servers[4].capacity_bytes;
        },
-       HealthState::kDataAtRisk, 6, "DATA AT RISK: 20 PGs"},
+       HealthState::kDataAtRisk, 7, "DATA AT RISK: 20 PGs"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
