@@ -169,6 +169,9 @@ struct HeartbeatArgs {
   uint64_t corrupt_found = 0;
   uint64_t corrupt_repaired = 0;
   uint64_t backfills_complete = 0;    // complete backfill passes since the data server started
+  std::string fs_id;                  // its file system when capacity_bytes is that file
+                                      // system's size ("" otherwise): shared disks count once
+  uint64_t fs_free_bytes = 0;         // that file system's free bytes
 };
 
 // A move task handed to its destination, with the copy rate it must keep to.
@@ -429,6 +432,8 @@ class MetadataService {
     int64_t down_since_ms = 0;  // when it was marked down (valid while !up)
     uint64_t chunk_count = 0;
     uint64_t chunks_scrubbed = 0, corrupt_found = 0, corrupt_repaired = 0;
+    std::string fs_id;           // from its last heartbeat (HeartbeatArgs::fs_id)
+    uint64_t fs_free_bytes = 0;
     bool backfill_wanted = false;  // told in the next heartbeat reply (set again at load for
                                    // the servers of persisted degraded writes)
     // Degraded writes (memory; rebuilt at load from the persisted ones): the epoch of the last commit that named this server as

@@ -806,8 +806,17 @@ Result<FsStats> MetadataService::StatFs() {
     out.files = inode_count_;
   }
   std::lock_guard lock(cluster_mu_);
+  // A file system several data servers share (the local cluster's one disk) counts once, with
+  // its own free space (whoever used it); a server with a configured capacity counts that.
+  std::set<std::string> disks;
   for (const auto& [id, s] : servers_) {
     if (!s.up || s.record.state == MemberState::kRemoved) continue;
+    if (!s.fs_id.empty()) {
+      if (!disks.insert(s.fs_id).second) continue;
+      out.total_bytes += s.record.capacity_bytes;
+      out.free_bytes += std::min(s.fs_free_bytes, s.record.capacity_bytes);
+      continue;
+    }
     out.total_bytes += s.record.capacity_bytes;
     out.free_bytes += s.record.capacity_bytes - std::min(s.record.used_bytes,
                                                          s.record.capacity_bytes);
@@ -877,6 +886,8 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
   ServerState& s = it->second;
   s.record.capacity_bytes = a.capacity_bytes;
   s.record.used_bytes = a.used_bytes;
+  s.fs_id = a.fs_id;
+  s.fs_free_bytes = a.fs_free_bytes;
   s.chunk_count = a.chunk_count;
   s.chunks_scrubbed = a.chunks_scrubbed;
   s.corrupt_found = a.corrupt_found;

@@ -222,7 +222,8 @@ void DataServer::MembershipLoop() {
     const ChunkStoreStats now = store_->Stats();
     Result<HeartbeatReply> hb =
         link_->Heartbeat({id, now.capacity_bytes, now.used_bytes, now.chunk_count, gc_done,
-                          moves_->Progress(), pg_gc_done, scrubber_->counters()});
+                          moves_->Progress(), pg_gc_done, scrubber_->counters(), now.fs_id,
+                          now.fs_free_bytes});
     if (!hb.ok()) {
       if (hb.status().code() != Code::kUnavailable) {
         log->warn("heartbeat refused by meta, registering again: {}", hb.status().ToString());

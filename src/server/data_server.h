@@ -45,6 +45,8 @@ struct HeartbeatInfo {
   std::vector<MoveProgress> moves;   // every move task of the last reply
   std::vector<uint64_t> pg_gc_done;  // ids of PG GC tasks applied, not yet acknowledged
   ScrubCounters scrub;
+  std::string fs_id;           // ChunkStoreStats::fs_id
+  uint64_t fs_free_bytes = 0;  // ChunkStoreStats::fs_free_bytes
 };
 // Delete every chunk of `inode` with stripe >= from_stripe and version <= max_version.
 struct GcTask {

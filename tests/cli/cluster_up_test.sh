@@ -57,6 +57,12 @@ grep -q "^mounts .*$MNT (fuse.aquifer)" "$ROOT/status-meta.txt" || fail "status 
 OTHER=$("$AQ" status --meta 127.0.0.1:1 || true)
 if grep -q "$MNT" <<<"$OTHER"; then fail "status --meta of another cluster lists $MNT: $OTHER"; fi
 
+# df counts the one disk the six local servers share once (it showed 4x the disk: 6 servers
+# times k/(k+m)).
+disk=$(df --output=size -B1 "$ROOT" | tail -1)
+msize=$(timeout 20 df --output=size -B1 "$MNT" | tail -1)
+[ "$msize" -le "$disk" ] || fail "df of the mount says $msize bytes, more than the disk ($disk)"
+
 echo "== write through the mount"
 head -c 3000000 /dev/urandom > "$ROOT/blob"
 cp "$ROOT/blob" "$MNT/blob"

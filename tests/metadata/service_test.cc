@@ -665,6 +665,28 @@ TEST_F(MetadataServiceTest, ServersKeepTheirIdAndGoDownWhenSilent) {
             Code::kNotFound);
 }
 
+// Issue 21: df counted a disk shared by six local data servers six times (1008G for a 252G
+// disk), and as free each server's capacity minus its own chunks. Servers on one file system
+// (same fs_id) now count it once, with its free bytes; a server with a configured capacity (no
+// fs_id) counts as before.
+TEST_F(MetadataServiceTest, StatFsCountsASharedFileSystemOnce) {
+  constexpr uint64_t kDisk = 100ull << 30, kFree = 40ull << 30;
+  for (uint32_t id = 1; id <= 6; ++id) {
+    HeartbeatArgs hb{ServerId(id), kDisk, 1ull << 30, 10, {}};
+    if (id <= 3) {
+      hb.fs_id = "803:abc";
+      hb.fs_free_bytes = kFree;
+    } else {
+      hb.capacity_bytes = 10ull << 30;  // configured: its own share
+    }
+    ASSERT_TRUE(svc_->Heartbeat(hb).ok());
+  }
+  auto fs = svc_->StatFs();
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ(fs->total_bytes, kDisk + 3 * (10ull << 30));
+  EXPECT_EQ(fs->free_bytes, kFree + 3 * (9ull << 30));
+}
+
 TEST_F(MetadataServiceTest, GcTasksGoToEveryServerAndDropAfterAllAcked) {
   Inode f = File(kRootInode, "f");
   ASSERT_TRUE(svc_->Unlink(kRootInode, "f", Root()).ok());

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -579,6 +580,41 @@ TEST_F(ChunkStoreTest, ClientWritesStopAtTheFillThresholdAndRepairWritesUseTheRe
   EXPECT_TRUE(store_->Versions(c).empty());
   EXPECT_TRUE(store_->Write(c, 1, 0, data, true, {}, /*if_absent=*/true).ok());
   EXPECT_EQ(ReadAll(c), data);
+}
+
+// Issue 21 (df counts a disk once) and issue 16 problem 3 on a shared disk: a store sized by its
+// file system reports that file system's id and free bytes, a store given a capacity reports
+// neither; and a client write is refused once the file system's free space is inside the repair
+// reserve, whoever used it (before, six servers on one disk each counted only their own chunks
+// and took writes until the disk itself returned ENOSPC).
+TEST_F(ChunkStoreTest, AStoreSizedByItsFileSystemReportsItAndKeepsItsReserveThere) {
+  EXPECT_FALSE(store_->Stats().fs_id.empty());  // the fixture's store: capacity from the fs
+  store_.reset();
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(dir_.c_str(), &vfs), 0);
+  const double used = 1.0 - static_cast<double>(vfs.f_bavail) / static_cast<double>(vfs.f_blocks);
+  ASSERT_GT(used, 0.0);
+  // A reserve larger than what is free on the file system, a threshold far above this store's
+  // own bytes: only the file system's free space can refuse the write.
+  auto s = ChunkStore::Open({.dir = dir_, .full_ratio = used / 2});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store_ = std::move(*s);
+  const ChunkStoreStats st = store_->Stats();
+  EXPECT_FALSE(st.fs_id.empty());
+  EXPECT_GT(st.fs_free_bytes, 0u);
+  EXPECT_EQ(st.capacity_bytes, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize);
+  const ChunkId c{InodeId(44), 0, 0};
+  const std::string data = RandomBytes(300 * kKiB, 10);
+  Status refused = store_->Write(c, 1, 0, data, true);
+  EXPECT_EQ(refused.code(), Code::kNoSpace);
+  EXPECT_NE(refused.message().find("file system of the chunk store"), std::string::npos)
+      << refused.ToString();
+  EXPECT_TRUE(store_->Write(c, 1, 0, data, true, {}, /*if_absent=*/true).ok());
+  store_.reset();
+  auto sized = ChunkStore::Open({.dir = dir_, .capacity_bytes = 100 * kMiB});
+  ASSERT_TRUE(sized.ok());
+  EXPECT_TRUE((*sized)->Stats().fs_id.empty());
+  EXPECT_EQ((*sized)->Stats().fs_free_bytes, 0u);
 }
 
 }  // namespace aquifer::server

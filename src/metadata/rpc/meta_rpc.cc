@@ -672,6 +672,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.corrupt_found = req->corrupt_found();
     a.corrupt_repaired = req->corrupt_repaired();
     a.backfills_complete = req->backfills_complete();
+    if (req->fs_id().size() <= 256) a.fs_id = req->fs_id();  // longer: not ours, ignored
+    a.fs_free_bytes = req->fs_free_bytes();
     auto r = svc_->Heartbeat(a);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {

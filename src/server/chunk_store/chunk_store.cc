@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -348,10 +349,32 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const ChunkStoreOptions& op
   if (store->options_.capacity_bytes == 0) {
     struct statvfs vfs {};
     if (::statvfs(options.dir.c_str(), &vfs) != 0) return Errno("statvfs " + options.dir);
+    struct stat st {};
+    if (::stat(options.dir.c_str(), &st) != 0) return Errno("stat " + options.dir);
     store->options_.capacity_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+    store->capacity_from_fs_ = true;
+    char id[64];
+    std::snprintf(id, sizeof id, "%llx:%lx", static_cast<unsigned long long>(st.st_dev),
+                  static_cast<unsigned long>(vfs.f_fsid));
+    store->fs_id_ = id;
+    store->fs_free_bytes_ = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   }
   AQ_RETURN_IF_ERROR(store->Scan());
   return store;
+}
+
+uint64_t ChunkStore::FsFreeBytes() const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (now - fs_checked_ms_.load() >= 200) {
+    fs_checked_ms_ = now;
+    struct statvfs vfs {};
+    if (::statvfs(options_.dir.c_str(), &vfs) == 0) {
+      fs_free_bytes_ = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    }
+  }
+  return fs_free_bytes_.load();
 }
 
 Status ChunkStore::LoadFormat() {
@@ -584,6 +607,19 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
       return NoSpace("chunk store above its fill threshold: used " + std::to_string(used_bytes_) +
                      " of " + std::to_string(options_.capacity_bytes) + " bytes (full ratio " +
                      std::to_string(ratio) + "; the rest is kept for repair)");
+    }
+    if (!if_absent && capacity_from_fs_) {
+      // The disk may be shared (other data servers, other programs): its own free space counts
+      // too, so the reserve is kept for repair whoever filled the disk.
+      const uint64_t reserve = options_.capacity_bytes - threshold;
+      const uint64_t free = FsFreeBytes();
+      if (free < reserve + in_flight) {
+        reserved_bytes_ -= file_bytes;
+        return NoSpace("file system of the chunk store above its fill threshold: " +
+                       std::to_string(free) + " bytes free of " +
+                       std::to_string(options_.capacity_bytes) + " (full ratio " +
+                       std::to_string(ratio) + "; the rest is kept for repair)");
+      }
     }
   }
   struct Unreserve {
@@ -979,6 +1015,10 @@ ChunkStoreStats ChunkStore::Stats() const {
   std::shared_lock<std::shared_mutex> lock(index_mu_);
   s.capacity_bytes = options_.capacity_bytes;
   s.used_bytes = used_bytes_;
+  if (capacity_from_fs_) {
+    s.fs_id = fs_id_;
+    s.fs_free_bytes = FsFreeBytes();
+  }
   s.chunk_count = index_.size();
   s.version_count = version_count_;
   s.corruptions_found = corruptions_.load();

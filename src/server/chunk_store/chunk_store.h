@@ -104,6 +104,12 @@ struct PgFilter {
 
 struct ChunkStoreStats {
   uint64_t capacity_bytes = 0;
+  // When the capacity is the file system's size (no capacity_bytes given): an id of that file
+  // system, the same for every store on it (its device and statvfs f_fsid), and its free bytes
+  // (f_bavail), so the metadata server counts a disk shared by several servers once. "" and 0
+  // with a configured capacity.
+  std::string fs_id;
+  uint64_t fs_free_bytes = 0;
   uint64_t used_bytes = 0;         // header + data bytes of every stored version
   uint64_t chunk_count = 0;        // distinct ChunkIds
   uint64_t version_count = 0;      // stored chunk versions (files)
@@ -248,6 +254,9 @@ class ChunkStore {
   friend class ChunkReader;
   explicit ChunkStore(ChunkStoreOptions options);
   Status Scan();
+  // The file system's free bytes (statvfs f_bavail), read again at most every 200 ms; only
+  // when capacity_from_fs_.
+  uint64_t FsFreeBytes() const;
   Status EnsureDir(uint32_t fanout);
   Status SyncDirs(std::vector<uint32_t> fanouts);
   // The shared body of DeleteRange and DeletePgPosition: for each chunk in `ids` (under its
@@ -284,6 +293,11 @@ class ChunkStore {
   uint64_t used_bytes_ = 0;
   uint64_t version_count_ = 0;
   std::atomic<uint64_t> reserved_bytes_{0};  // writes in flight, counted against capacity
+  // Set by Open when the capacity is the file system's size (see ChunkStoreStats::fs_id).
+  bool capacity_from_fs_ = false;
+  std::string fs_id_;
+  mutable std::atomic<uint64_t> fs_free_bytes_{0};
+  mutable std::atomic<int64_t> fs_checked_ms_{0};  // steady clock
 
   // Fan-out directories touched by deletes made with sync = false, not yet synced.
   std::mutex unsynced_deletes_mu_;

@@ -260,6 +260,8 @@ class GrpcMetaLink final : public MetaLink {
     req.set_capacity_bytes(info.capacity_bytes);
     req.set_used_bytes(info.used_bytes);
     req.set_chunk_count(info.chunk_count);
+    req.set_fs_id(info.fs_id);
+    req.set_fs_free_bytes(info.fs_free_bytes);
     for (uint64_t id : info.gc_done) req.add_gc_done(id);
     for (const MoveProgress& p : info.moves) {
       rpc::MoveProgress* out = req.add_moves();
