@@ -155,6 +155,8 @@ struct ServerRegistration {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
   std::string server_uuid;
+  std::string fs_id;           // as HeartbeatArgs::fs_id
+  uint64_t fs_free_bytes = 0;
 };
 
 struct HeartbeatArgs {

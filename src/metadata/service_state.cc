@@ -857,6 +857,8 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
   next.record.failure_domain = reg.failure_domain;
   next.record.capacity_bytes = reg.capacity_bytes;
   next.record.used_bytes = reg.used_bytes;
+  next.fs_id = reg.fs_id;
+  next.fs_free_bytes = reg.fs_free_bytes;
   next.up = true;
   next.last_heartbeat_ms = clocks_.mono_ms();
   StoreBatch b;

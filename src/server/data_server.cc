@@ -185,7 +185,8 @@ void DataServer::MembershipLoop() {
     const ChunkStoreStats stats = store_->Stats();
     if (!registered) {
       Result<Registration> r = link_->Register({address_, options_.failure_domain,
-                                                stats.capacity_bytes, stats.used_bytes, uuid_});
+                                                stats.capacity_bytes, stats.used_bytes, uuid_,
+                                                stats.fs_id, stats.fs_free_bytes});
       if (!r.ok()) {
         // Meta may not be up yet: keep serving chunks and retry with backoff.
         if (failures_logged++ % 20 == 0) {

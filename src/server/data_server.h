@@ -31,6 +31,8 @@ struct RegisterInfo {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
   std::string server_uuid;     // stable across restarts
+  std::string fs_id;           // ChunkStoreStats::fs_id
+  uint64_t fs_free_bytes = 0;
 };
 struct Registration {
   ServerId server_id;

@@ -647,6 +647,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     reg.capacity_bytes = req->capacity_bytes();
     reg.used_bytes = req->used_bytes();
     reg.server_uuid = req->server_uuid();
+    if (req->fs_id().size() <= 256) reg.fs_id = req->fs_id();  // longer: not ours, ignored
+    reg.fs_free_bytes = req->fs_free_bytes();
     auto r = svc_->RegisterServer(reg);
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {

@@ -244,6 +244,8 @@ class GrpcMetaLink final : public MetaLink {
     req.set_capacity_bytes(info.capacity_bytes);
     req.set_used_bytes(info.used_bytes);
     req.set_server_uuid(info.server_uuid);
+    req.set_fs_id(info.fs_id);
+    req.set_fs_free_bytes(info.fs_free_bytes);
     rpc::RegisterServerResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
