@@ -32,8 +32,11 @@ for _ in \$(seq 400); do mountpoint -q "$MNT" && exit 0; sleep 0.05; done
 echo "remount: $MNT not mounted after 20 s" >&2
 exit 1
 EOF
+# Without set +e a failing step here (a remount daemon that already exited) ended the trap before
+# aq_teardown, leaving the cluster's daemons running.
 bench_teardown() {
   local rc=$? pid
+  set +e
   [ -d "$AQ_SCRATCH/bind" ] && fusermount3 -uz "$AQ_SCRATCH/bind" 2>/dev/null
   fusermount3 -uz "$MNT" 2>/dev/null
   for pid in $(cat "$AQ_SCRATCH/remount.pids" 2>/dev/null); do kill "$pid" 2>/dev/null; done
