@@ -11,6 +11,7 @@
 #include "client/stripe_cache.h"
 #include "client/striping.h"
 #include "common/failpoint.h"
+#include "common/handoff.h"
 #include "common/logging.h"
 
 namespace aquifer::client {
@@ -347,7 +348,6 @@ Status ChunkIo::WriteChunks(
         }
         chunk_landed[c] = true;
         ++handed_off;
-        handoff_chunks_.fetch_add(1);
         taken.push_back(current.DomainOf(server));
         break;
       }
@@ -489,7 +489,6 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
         if (view != nullptr) *view = ChunkBytes();
         // The targets are asked again too, so this answer knows at least what the first did.
         s = attempt(&handoffs);
-        if (s.ok()) handoff_reads_.fetch_add(1);
       }
     }
     if (!s.ok() && abandoned_seen > 0) unusable_version = std::max(unusable_version, abandoned_seen);

@@ -112,13 +112,6 @@ class ChunkIo {
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
   uint64_t lost_stripe_reads() const { return lost_stripe_reads_.load(); }
-  // Chunks written to a spare failure domain's server instead of their target, and stripe reads
-  // that needed such a copy.
-  uint64_t handoff_chunks() const { return handoff_chunks_.load(); }
-  uint64_t handoff_reads() const { return handoff_reads_.load(); }
-
-  // How many hand-off candidates a writer tries for one chunk, and a reader asks.
-  static constexpr size_t kMaxHandoffCandidates = 3;
 
   // How long a replicated read waits for its first copy (asked on the caller's thread) before
   // asking every copy from the pool.
@@ -176,8 +169,6 @@ class ChunkIo {
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
   std::atomic<uint64_t> lost_stripe_reads_{0};
-  std::atomic<uint64_t> handoff_chunks_{0};
-  std::atomic<uint64_t> handoff_reads_{0};
   std::mutex lost_mu_;  // guards reported_lost_
   std::set<std::pair<uint64_t, uint64_t>> reported_lost_;  // (inode, stripe) told to meta
 };

@@ -56,24 +56,18 @@ std::string ClusterMap::DomainOf(ServerId id) const {
 std::vector<ServerId> ClusterMap::HandoffCandidates(
     uint32_t width, const StripePlacement& where, uint32_t position, size_t max,
     const std::vector<std::string>& exclude_domains) const {
-  std::vector<std::string> used = exclude_domains;
-  std::vector<uint32_t> members;
-  for (uint32_t j = 0; j < where.targets.size(); ++j) {
-    members.push_back(where.targets[j].value());
-    const ServerId pending = j < where.pending.size() ? where.pending[j] : ServerId(0);
-    if (pending.value() != 0) members.push_back(pending.value());
-    if (j == position) continue;  // the missing position's own domain may hold it
-    used.push_back(DomainOf(where.targets[j]));
-    if (pending.value() != 0) used.push_back(DomainOf(pending));
-  }
   std::vector<HandoffServer> all;
   all.reserve(servers.size());
   for (const auto& [id, e] : servers) {
     all.push_back({id.value(), e.failure_domain,
                    e.up && (e.state.empty() || e.state == "in") && !e.address.empty()});
   }
+  std::vector<uint32_t> targets, pending;
+  for (ServerId id : where.targets) targets.push_back(id.value());
+  for (ServerId id : where.pending) pending.push_back(id.value());
   std::vector<ServerId> out;
-  for (uint32_t id : HandoffOrder(width, where.pg_index, position, all, members, used, max)) {
+  for (uint32_t id : HandoffOrder(width, where.pg_index, position, all, targets, pending,
+                                  exclude_domains, max)) {
     out.push_back(ServerId(id));
   }
   return out;

@@ -18,8 +18,6 @@ namespace aquifer::server {
 namespace {
 
 constexpr uint32_t kListPage = 1000;
-// Hand-off holders listed per position: as many as a writer tries (ChunkIo::kMaxHandoffCandidates).
-constexpr size_t kMaxHandoffHolders = 3;
 
 Result<const ErasureCodec*> CodecFor(int k, int m) {
   static std::mutex mu;  // guards codecs
@@ -194,23 +192,14 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     // rebuilt from them. A holder that cannot be listed is skipped (it only adds sources).
     std::vector<HandoffServer> all;
     for (const auto& [id, peer] : map.servers) {
-      all.push_back({id, peer.failure_domain, peer.usable() && (peer.state.empty() || peer.state == "in")});
+      all.push_back({id, peer.failure_domain,
+                     peer.usable() && (peer.state.empty() || peer.state == "in")});
     }
-    std::vector<uint32_t> members;
-    std::vector<std::string> used;
-    for (uint32_t j = 0; j < task.pg_width; ++j) {
-      members.push_back(pg->targets[j].value());
-      const ServerId pending = j < pg->pending.size() ? pg->pending[j] : ServerId(0);
-      if (pending.value() != 0) members.push_back(pending.value());
-      if (j == task.position) continue;
-      for (ServerId id : {pg->targets[j], pending}) {
-        if (id.value() == 0) continue;
-        const PeerInfo* peer = map.Server(id);
-        used.push_back(HandoffDomain(id.value(), peer != nullptr ? peer->failure_domain : ""));
-      }
-    }
-    for (uint32_t id : HandoffOrder(task.pg_width, task.pg_index, task.position, all, members,
-                                    used, kMaxHandoffHolders)) {
+    std::vector<uint32_t> targets, pending;
+    for (ServerId id : pg->targets) targets.push_back(id.value());
+    for (ServerId id : pg->pending) pending.push_back(id.value());
+    for (uint32_t id : HandoffOrder(task.pg_width, task.pg_index, task.position, all, targets,
+                                    pending, {}, kMaxHandoffCandidates)) {
       if (ServerId(id) == task.copy_from) continue;
       const PeerInfo* s = map.Server(ServerId(id));
       Status listed = list(s->address, task.position, true);

@@ -249,8 +249,6 @@ uint64_t Scrubber::SweepHandoffs() {
     Status synced = store_->SyncDeletes();
     if (!synced.ok()) log->warn("hand-off sweep: sync: {}", synced.ToString());
     log->info("hand-off sweep: deleted {} chunk versions their targets hold", deleted);
-    std::lock_guard<std::mutex> lock(mu_);
-    counters_.handoffs_swept += deleted;
   }
   return deleted;
 }

@@ -49,7 +49,6 @@ struct ScrubCounters {
   uint64_t bytes_backfilled = 0;  // ... their bytes
   uint64_t backfill_passes = 0;   // completed backfill passes (alone or within a scrub pass)
   uint64_t backfills_complete = 0;  // ... of which brought every PG position up to date
-  uint64_t handoffs_swept = 0;      // hand-off chunk versions deleted once their target held them
 };
 
 class Scrubber {
