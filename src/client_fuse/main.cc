@@ -19,6 +19,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -36,28 +37,14 @@ namespace {
 // window is raised through the mount's bdi in sysfs (needs root; best effort).
 constexpr int kReadAheadKib = 4096;
 
-void RaiseReadAhead(const std::string& mountpoint) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line, dev;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, majmin, root, point;
-    fields >> id >> parent >> majmin >> root >> point;
-    if (point == mountpoint) dev = majmin;  // the last match is the newest mount
-  }
-  if (dev.empty()) return;
-  std::ofstream ra("/sys/class/bdi/" + dev + "/read_ahead_kb");
-  ra << kReadAheadKib << "\n";
-  ra.flush();
-  Logger("fuse")->info("read_ahead_kb={} bdi={} ok={}", kReadAheadKib, dev, ra.good());
-}
-
-// The file-system type mounted at `path` (an absolute, resolved path), "" when none: the last
-// /proc/self/mountinfo line whose mount point is `path` (the field escapes space, tab, newline
-// and backslash as \ooo octal).
-std::string FsTypeMountedAt(const std::string& path) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line, type;
+// The newest mount at `path` (an absolute, resolved path) as /proc/self/mountinfo lists it: its
+// device ("major:minor") and file-system type; nullopt when nothing is mounted there. The
+// mount-point field escapes space, tab, newline and backslash as \ooo octal.
+struct MountEntry {
+  std::string dev;
+  std::string type;
+};
+std::optional<MountEntry> NewestMountAt(const std::string& path) {
   auto unescape = [](const std::string& f) {
     std::string out;
     for (size_t i = 0; i < f.size(); ++i) {
@@ -71,6 +58,9 @@ std::string FsTypeMountedAt(const std::string& path) {
     }
     return out;
   };
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  std::optional<MountEntry> found;
   while (std::getline(mountinfo, line)) {
     std::istringstream fields(line);
     std::string id, parent, majmin, root, point, field;
@@ -79,9 +69,18 @@ std::string FsTypeMountedAt(const std::string& path) {
     while (fields >> field && field != "-") {
     }
     fields >> field;
-    type = field;
+    found = MountEntry{majmin, field};  // the last match is the newest mount
   }
-  return type;
+  return found;
+}
+
+void RaiseReadAhead(const std::string& mountpoint) {
+  const std::optional<MountEntry> m = NewestMountAt(mountpoint);
+  if (!m) return;
+  std::ofstream ra("/sys/class/bdi/" + m->dev + "/read_ahead_kb");
+  ra << kReadAheadKib << "\n";
+  ra.flush();
+  Logger("fuse")->info("read_ahead_kb={} bdi={} ok={}", kReadAheadKib, m->dev, ra.good());
 }
 
 // Tells the waiting parent how start-up ended (0 = mounted) and closes the pipe.
@@ -159,12 +158,12 @@ int Run(int argc, char** argv) {
   // A second mount on a mounted point hides the first (its processes keep using it) and a later
   // unmount takes the wrong one off: refuse. An autofs point (systemd's x-systemd.automount) is
   // meant to be mounted over.
-  if (const std::string type = FsTypeMountedAt(opts.mountpoint);
-      !type.empty() && type != "autofs") {
+  if (const std::optional<MountEntry> m = NewestMountAt(opts.mountpoint);
+      m && m->type != "autofs") {
     fprintf(stderr,
             "aquifer-mount: %s is already a mount point (%s): unmount it first "
             "(fusermount3 -u %s)\n",
-            opts.mountpoint.c_str(), type.c_str(), opts.mountpoint.c_str());
+            opts.mountpoint.c_str(), m->type.c_str(), opts.mountpoint.c_str());
     return 1;
   }
   SetupLogging(opts.log_level);
