@@ -47,6 +47,8 @@ check_sets() {
 
 no_degraded_stripes() {
   timeout "$T" "$AQ_CLI_BIN" status --meta "$AQ_META_ADDR" >"$AQ_SCRATCH/status.txt" 2>&1 || true
+  # A status that did not answer would pass the check below: it must have printed its health.
+  grep -q "^health " "$AQ_SCRATCH/status.txt" || aq_fail "$1: status printed no health line"
   if grep -q "below k+m" "$AQ_SCRATCH/status.txt"; then
     cat "$AQ_SCRATCH/status.txt" >&2
     FAILED+=("$1: status counts stripes written below k+m although spare servers took them")
