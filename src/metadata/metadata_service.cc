@@ -350,8 +350,18 @@ namespace {
 thread_local RequestTag current_request;
 }  // namespace
 
-MetadataService::RequestScope::RequestScope(RequestTag tag) { current_request = tag; }
-MetadataService::RequestScope::~RequestScope() { current_request = RequestTag{}; }
+// Defined in cache_leases.cc: the recall waits this thread's scope collected.
+void BeginScopeWaits();
+void EndScopeWaits();
+
+MetadataService::RequestScope::RequestScope(RequestTag tag) {
+  current_request = tag;
+  BeginScopeWaits();
+}
+MetadataService::RequestScope::~RequestScope() {
+  current_request = RequestTag{};
+  EndScopeWaits();
+}
 RequestTag MetadataService::CurrentRequestTag() { return current_request; }
 
 Result<bool> MetadataService::Replayed(const RequestTag& tag) {
@@ -455,9 +465,16 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   for (auto& [ino, st] : txn.states) InstallState(ino, std::move(st));
   for (uint64_t ended : txn.ended_sessions) sessions_.erase(ended);
   if (!txn.ended_sessions.empty()) {
-    std::lock_guard lock(recall_mu_);
-    for (uint64_t ended : txn.ended_sessions) recalls_.erase(ended);
+    {
+      std::lock_guard lock(recall_mu_);
+      for (uint64_t ended : txn.ended_sessions) {
+        recalls_.erase(ended);
+        cache_queues_.erase(ended);  // a change waiting for its ack goes on
+      }
+    }
+    ack_cv_.notify_all();
   }
+  RecallCaches(txn);
   return OkStatus();
 }
 
@@ -583,26 +600,38 @@ Result<FileLayout> MetadataService::NewFileLayout(const Inode& parent, InodeId i
 
 // --- namespace reads --------------------------------------------------------------------------
 Result<Inode> MetadataService::Lookup(InodeId parent, std::string_view name,
-                                      const Caller& caller) {
+                                      const Caller& caller, SessionId cacher) {
   if (name != "." && name != "..") AQ_RETURN_IF_ERROR(ValidateName(name));
   std::shared_lock lock(mu_);
   auto p = LoadInode(parent);
   if (!p.ok()) return p.status();
   if (!p->is_dir()) return Status(Code::kNotDirectory, "inode " + parent.ToString());
   AQ_RETURN_IF_ERROR(CheckAccess(*p, caller, X_OK));
-  if (name == ".") return p;
-  if (name == "..") return LoadInode(p->parent);
+  if (name == ".") {
+    GrantCache(cacher, {parent.value()});
+    return p;
+  }
+  if (name == "..") {
+    auto up = LoadInode(p->parent);
+    if (up.ok()) GrantCache(cacher, {parent.value(), up->ino.value()});
+    return up;
+  }
   auto d = FindDentry(parent, name);
   if (!d.ok()) return d.status();
   if (!d->has_value()) {
+    GrantCache(cacher, {parent.value()});  // the negative answer is cached under the parent's
     return NotFound("no entry '" + std::string(name) + "' in inode " + parent.ToString());
   }
-  return LoadInode((*d)->ino);
+  auto child = LoadInode((*d)->ino);
+  if (child.ok()) GrantCache(cacher, {parent.value(), child->ino.value()});
+  return child;
 }
 
-Result<Inode> MetadataService::GetAttr(InodeId ino) {
+Result<Inode> MetadataService::GetAttr(InodeId ino, SessionId cacher) {
   std::shared_lock lock(mu_);
-  return LoadInode(ino);
+  auto n = LoadInode(ino);
+  if (n.ok()) GrantCache(cacher, {ino.value()});
+  return n;
 }
 
 Result<std::string> MetadataService::Readlink(InodeId ino) {
@@ -615,7 +644,8 @@ Result<std::string> MetadataService::Readlink(InodeId ino) {
 
 Result<std::vector<DirEntry>> MetadataService::ReadDir(InodeId ino, uint64_t cookie,
                                                        uint32_t max_entries, bool plus,
-                                                       const Caller& caller, bool* eof) {
+                                                       const Caller& caller, bool* eof,
+                                                       SessionId cacher) {
   std::shared_lock lock(mu_);
   auto d = LoadInode(ino);
   if (!d.ok()) return d.status();
@@ -633,6 +663,11 @@ Result<std::vector<DirEntry>> MetadataService::ReadDir(InodeId ino, uint64_t coo
       e.attr = std::move(*n);
     }
   }
+  std::vector<uint64_t> cached{ino.value()};
+  if (plus) {
+    for (const DirEntry& e : *entries) cached.push_back(e.ino.value());
+  }
+  GrantCache(cacher, cached);
   return entries;
 }
 

@@ -119,6 +119,7 @@ struct CommitResult {
 struct SessionGrant {
   SessionId session;
   uint32_t lease_ttl_ms = 0;
+  uint32_t cache_lease_ms = 0;  // options.cache_lease_ms: 0 = no cache leases
 };
 
 
@@ -282,9 +283,13 @@ class MetadataService {
   ~MetadataService();
 
   // --- namespace ---
-  // Lookup accepts "." and ".." (the directory itself, its parent).
-  Result<Inode> Lookup(InodeId parent, std::string_view name, const Caller& caller);
-  Result<Inode> GetAttr(InodeId ino);
+  // Lookup accepts "." and ".." (the directory itself, its parent). A non-zero `cacher` (a
+  // session) will cache the answer: it gets a cache lease on the parent's names (also for a
+  // kNotFound answer) and on the child's attributes; GetAttr's on the inode, ReadDir's on the
+  // directory's names (and with plus each entry's attributes). See "cache leases" below.
+  Result<Inode> Lookup(InodeId parent, std::string_view name, const Caller& caller,
+                       SessionId cacher = {});
+  Result<Inode> GetAttr(InodeId ino, SessionId cacher = {});
   Result<Inode> SetAttr(InodeId ino, const SetAttrArgs& args, const Caller& caller,
                         SessionId session);
   Result<OpenResult> Create(const CreateArgs& args, const Caller& caller);
@@ -302,7 +307,8 @@ class MetadataService {
   // Entries after `cookie` (0 = from the start), at most max_entries (capped at 1024); "." and
   // ".." are not returned. *eof is set when no entry follows the last one returned.
   Result<std::vector<DirEntry>> ReadDir(InodeId ino, uint64_t cookie, uint32_t max_entries,
-                                        bool plus, const Caller& caller, bool* eof);
+                                        bool plus, const Caller& caller, bool* eof,
+                                        SessionId cacher = {});
   Result<std::string> GetXattr(InodeId ino, std::string_view name, const Caller& caller);
   // flags: XATTR_CREATE (1) | XATTR_REPLACE (2).
   Status SetXattr(InodeId ino, std::string_view name, std::string_view value, uint32_t flags,
@@ -350,6 +356,31 @@ class MetadataService {
   // expired session), kUnavailable (the server is stopping).
   static constexpr std::chrono::milliseconds kMaxRecallWait{10000};
   Result<std::vector<InodeId>> WaitRecall(SessionId session, std::chrono::milliseconds wait);
+
+  // --- cache leases (docs/design.md "Cache leases") ---
+  // A session that was answered a name, a negative lookup or attributes (Lookup, GetAttr,
+  // ReadDir with a cacher; every change it made itself) holds a shared cache lease on the
+  // inodes concerned until a change by another session recalls it. A change (any store batch
+  // of a namespace call: the inodes it wrote or deleted, the directories whose names it changed)
+  // queues one CacheRecall per other holder and, when the change runs inside a RequestScope,
+  // the scope's end waits (no lock held) until each holder acknowledged it, its session ended,
+  // or options.cache_lease_ms passed. The holder drops what the recall names from its caches
+  // and its kernel's, then acknowledges with its next WaitRecall (acked_seq).
+  struct CacheRecall {
+    uint64_t seq = 0;
+    std::vector<InodeId> inodes;  // attributes changed (or the inode is gone)
+    std::vector<std::pair<InodeId, std::string>> entries;  // names (parent, name) changed
+  };
+  struct Recalls {
+    std::vector<InodeId> write_leases;       // as WaitRecall
+    std::vector<CacheRecall> cache_recalls;  // every one above acked_seq, in seq order
+  };
+  // As WaitRecall, and first records that `session` carried out every cache recall up to
+  // `acked_seq`. Returns at once when a cache recall above acked_seq is queued.
+  Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
+                              uint64_t acked_seq);
+  // How many sessions hold a cache lease on `ino` (tests).
+  size_t CacheHolderCount(InodeId ino);
   // Wakes every WaitRecall and makes later ones return at once (server shutdown).
   void StopRecallWaits();
 
@@ -364,6 +395,9 @@ class MetadataService {
   // this server was killed) sends the call again with retry set, and the RPC edge answers it from
   // what the first attempt did instead of running it twice. The RPC edge opens one scope per
   // tagged call; scopes do not nest.
+  //
+  // The scope's end also waits for the cache recalls its changes queued (see cache leases), so
+  // the caller's reply goes out only once no other session caches what it changed.
   class RequestScope {
    public:
     explicit RequestScope(RequestTag tag);
@@ -426,6 +460,8 @@ class MetadataService {
     std::string client_name;
     std::atomic<int64_t> last_seen_ms{0};
     std::unordered_set<uint64_t> inodes;  // inodes it has open, leased or locked
+    std::atomic<bool> caches{false};      // asked for a cache lease (memory only: a client
+                                          // asks again after a restart)
   };
   struct ServerState {
     ServerRecord record;
@@ -583,6 +619,31 @@ class MetadataService {
   bool recall_stop_ = false;
   // Queues a recall of `ino`'s lease for `holder` (mu_ held) and wakes its WaitRecall.
   void RecallLease(uint64_t holder, uint64_t ino);
+
+  // Cache leases (cache_leases.cc). cache_holders_: inode -> sessions caching its attributes
+  // (and, for a directory, its names); guarded by lease_mu_, a leaf taken under mu_ (shared for
+  // grants by reads, exclusive in Apply). cache_queues_: per session, the recalls not yet
+  // acknowledged; guarded by recall_mu_ (acks wake ack_cv_).
+  struct CacheQueue {
+    uint64_t next_seq = 1;
+    uint64_t acked = 0;
+    std::deque<CacheRecall> pending;  // seq order, all above acked
+  };
+  std::mutex lease_mu_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> cache_holders_;
+  std::unordered_map<uint64_t, CacheQueue> cache_queues_;
+  std::condition_variable ack_cv_;
+  // Records `session` as a cache holder of each inode (mu_ held, shared or exclusive).
+  void GrantCache(SessionId session, std::initializer_list<uint64_t> inodes);
+  void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
+  // After Apply wrote `txn`: recalls other sessions' cache leases on what it changed, grants the
+  // calling session's, and notes the recalls the current RequestScope must wait for (mu_
+  // exclusive).
+  void RecallCaches(const Txn& txn);
+ public:
+  // Waits for the recalls noted on this thread (no lock held). Called by ~RequestScope.
+  void AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits);
+ private:
 
   std::mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
   std::map<uint32_t, ServerState> servers_;

@@ -22,6 +22,8 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--heartbeat-timeout-ms", &o.heartbeat_timeout_ms,
               "data server silent this long (ms) is marked down");
   options.Add("--session-ttl-ms", &o.session_ttl_ms, "client session lease, ms");
+  options.Add("--cache-lease-ms", &o.cache_lease_ms,
+              "longest wait (ms) of a change for a cache holder's recall acknowledgement; 0: off");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
   options.Add("--cache-entries", &o.cache_entries, "inodes and dentries cached in memory");
   options.Add("--rpc-threads", &o.rpc_threads, "most gRPC server threads");
@@ -59,6 +61,9 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   }
   if (o.heartbeat_timeout_ms < 10) return InvalidArgument("heartbeat-timeout-ms must be >= 10");
   if (o.session_ttl_ms < 10) return InvalidArgument("session-ttl-ms must be >= 10");
+  if (o.cache_lease_ms != 0 && (o.cache_lease_ms < 3000 || o.cache_lease_ms > 600000)) {
+    return InvalidArgument("cache-lease-ms must be 0 (off) or in 3000..600000");
+  }
   if (o.rpc_threads < 1) return InvalidArgument("rpc-threads must be >= 1");
   if (o.wire > 1) return InvalidArgument("wire must be 0 or 1");
   if (o.wire_port > 65535) return InvalidArgument("wire-port must be in 0..65535");

@@ -20,6 +20,9 @@ struct MetaOptions {
   uint32_t pgs_per_table = 64;         // placement groups per PG table (one table per width)
   uint32_t heartbeat_timeout_ms = 6000;  // data server silent this long, ms -> marked down
   uint32_t session_ttl_ms = 10000;     // client session silent this long, ms -> expired
+  uint32_t cache_lease_ms = 8000;      // a change waits at most this long, ms, for a cache
+                                       // holder to acknowledge its recall; 0 = no cache leases
+                                       // (docs/design.md "Cache leases")
   std::string log_level = "info";      // trace, debug, info, warn, error, off
   uint64_t cache_entries = 1000000;    // inodes (and as many dentries) cached in memory, entries
   uint32_t wire = 1;                   // 1: also serve the metadata wire (docs/design.md); 0: off

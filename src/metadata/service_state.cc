@@ -202,6 +202,7 @@ void MetadataService::StopRecallWaits() {
     recall_stop_ = true;
   }
   recall_cv_.notify_all();
+  ack_cv_.notify_all();
 }
 
 Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) {
@@ -427,7 +428,7 @@ Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name) 
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   ++next_session_;
   Logger("meta")->info("open session={} client={}", id, client_name);
-  return SessionGrant{SessionId(id), options_.session_ttl_ms};
+  return SessionGrant{SessionId(id), options_.session_ttl_ms, options_.cache_lease_ms};
 }
 
 Status MetadataService::KeepAlive(SessionId session) {

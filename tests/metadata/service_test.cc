@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <random>
 #include <set>
@@ -1462,6 +1463,165 @@ TEST_F(MetadataServiceTest, AWritersOwnStripesAreNeverBelowTheirFloor) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   ASSERT_EQ(w->attr.stripes.extents().size(), 1u);
   EXPECT_LT(w->attr.stripes.extents()[0].floor_version, r->next_write_version);
+}
+
+// Cache leases (docs/design.md "Cache leases"): a session that asked with `cacher` holds a lease
+// on what it was told; another session's change recalls it and that caller's reply waits for the
+// holder's acknowledgement, its session's end, or cache_lease_ms.
+class CacheLeaseTest : public MetadataServiceTest {
+ protected:
+  void SetUp() override {
+    MetadataServiceTest::SetUp();
+    opts_.cache_lease_ms = 3000;
+    Restart(NewMemoryStore());
+    AddServers(6);
+  }
+  // Runs `change` on another thread inside a RequestScope of `session`, as the RPC edge does.
+  std::future<Status> ChangeAs(SessionId session, std::function<Status()> change) {
+    return std::async(std::launch::async, [session, change = std::move(change)] {
+      MetadataService::RequestScope scope(RequestTag{session.value(), 1});
+      return change();
+    });
+  }
+};
+
+TEST_F(CacheLeaseTest, AChangeRecallsOtherHoldersAndWaitsForTheirAcknowledgement) {
+  auto a = svc_->OpenSession("a");
+  auto b = svc_->OpenSession("b");
+  EXPECT_EQ(b->cache_lease_ms, 3000u);
+  auto d = svc_->Mkdir(kRootInode, "d", 0755, Root());
+  ASSERT_TRUE(d.ok());
+  Inode f = File(d->ino, "f");
+  // b caches d's names (incl. the absent "g") and f's attributes.
+  ASSERT_TRUE(svc_->Lookup(d->ino, "f", Root(), b->session).ok());
+  EXPECT_EQ(svc_->Lookup(d->ino, "g", Root(), b->session).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 1u);
+  EXPECT_EQ(svc_->CacheHolderCount(f.ino), 1u);
+  // A lookup without a cacher (today's clients, tools) takes no lease.
+  ASSERT_TRUE(svc_->Lookup(d->ino, "f", Root()).ok());
+  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 1u);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rename = ChangeAs(a->session, [&] {
+    return svc_->Rename(d->ino, "f", d->ino, "g", 0, Root());
+  });
+  auto got = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->cache_recalls.size(), 1u);
+  const MetadataService::CacheRecall& r = got->cache_recalls[0];
+  EXPECT_GT(r.seq, 0u);
+  std::set<InodeId> inodes(r.inodes.begin(), r.inodes.end());
+  EXPECT_TRUE(inodes.count(d->ino));  // its names and its mtime changed
+  std::set<std::pair<InodeId, std::string>> names(r.entries.begin(), r.entries.end());
+  EXPECT_TRUE(names.count({d->ino, "f"}));
+  EXPECT_TRUE(names.count({d->ino, "g"}));
+  // Not acknowledged yet: a's call has not returned.
+  EXPECT_EQ(rename.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  // The recall is handed again until it is acknowledged (a lost reply loses nothing).
+  auto again = svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), 0);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->cache_recalls.size(), 1u);
+  EXPECT_EQ(again->cache_recalls[0].seq, r.seq);
+  auto acked = svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), r.seq);
+  ASSERT_TRUE(acked.ok());
+  EXPECT_TRUE(acked->cache_recalls.empty());
+  ASSERT_TRUE(rename.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+  // b's lease on d went with the recall; it asks again to cache again.
+  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 0u);
+  CheckInvariants();
+}
+
+TEST_F(CacheLeaseTest, TheCallersOwnLeaseIsNotRecalledAndItKeepsCachingWhatItChanged) {
+  auto a = svc_->OpenSession("a");
+  auto d = svc_->Mkdir(kRootInode, "d", 0755, Root());
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(svc_->GetAttr(d->ino, a->session).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto mk = ChangeAs(a->session, [&] { return svc_->Mkdir(d->ino, "e", 0755, Root()).status(); });
+  ASSERT_TRUE(mk.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  auto got = svc_->WaitRecalls(a->session, std::chrono::milliseconds(0), 0);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->cache_recalls.empty());
+  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 1u);  // granted again: a's reply told it d's attrs
+}
+
+TEST_F(CacheLeaseTest, ASilentHolderDelaysAChangeByAtMostTheLeaseAndAnEndedOneNotAtAll) {
+  auto a = svc_->OpenSession("a");
+  auto b = svc_->OpenSession("b");
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->GetAttr(f.ino, b->session).ok());
+  SetAttrArgs chmod;
+  chmod.valid = kSetMode;
+  chmod.mode = 0600;
+  auto t0 = std::chrono::steady_clock::now();
+  auto silent = ChangeAs(a->session, [&] {
+    return svc_->SetAttr(f.ino, chmod, Root(), a->session).status();
+  });
+  ASSERT_TRUE(silent.get().ok());  // b never answered: the lease was broken after 3 s
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(2900));
+  EXPECT_LT(waited, std::chrono::milliseconds(6000));
+
+  // b caches again, then its session ends while a's change waits: the wait ends with it.
+  ASSERT_TRUE(svc_->GetAttr(f.ino, b->session).ok());
+  t0 = std::chrono::steady_clock::now();
+  chmod.mode = 0640;
+  auto released = ChangeAs(a->session, [&] {
+    return svc_->SetAttr(f.ino, chmod, Root(), a->session).status();
+  });
+  EXPECT_EQ(released.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_TRUE(svc_->CloseSession(b->session).ok());
+  ASSERT_TRUE(released.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+  EXPECT_EQ(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), 0).status().code(),
+            Code::kStale);
+}
+
+TEST_F(CacheLeaseTest, ReadDirPlusCoversTheEntriesAndAnUnlinkRecallsThem) {
+  auto a = svc_->OpenSession("a");
+  auto b = svc_->OpenSession("b");
+  Inode f = File(kRootInode, "f");
+  bool eof = false;
+  ASSERT_TRUE(svc_->ReadDir(kRootInode, 0, 100, true, Root(), &eof, b->session).ok());
+  EXPECT_EQ(svc_->CacheHolderCount(kRootInode), 1u);
+  EXPECT_EQ(svc_->CacheHolderCount(f.ino), 1u);
+  auto rm = ChangeAs(a->session, [&] { return svc_->Unlink(kRootInode, "f", Root()); });
+  auto got = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), 0);
+  ASSERT_TRUE(got.ok());
+  ASSERT_FALSE(got->cache_recalls.empty());
+  std::set<InodeId> inodes;
+  std::set<std::pair<InodeId, std::string>> names;
+  uint64_t last = 0;
+  for (const auto& r : got->cache_recalls) {
+    inodes.insert(r.inodes.begin(), r.inodes.end());
+    names.insert(r.entries.begin(), r.entries.end());
+    last = r.seq;
+  }
+  EXPECT_TRUE(inodes.count(f.ino));  // gone
+  EXPECT_TRUE(inodes.count(kRootInode));
+  EXPECT_TRUE(names.count({kRootInode, "f"}));
+  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), last).ok());
+  ASSERT_TRUE(rm.get().ok());
+  EXPECT_EQ(svc_->CacheHolderCount(f.ino), 0u);
+}
+
+TEST_F(CacheLeaseTest, OffMeansNoLeasesAndNoWaits) {
+  opts_.cache_lease_ms = 0;
+  Restart(NewMemoryStore());
+  AddServers(6);
+  auto a = svc_->OpenSession("a");
+  auto b = svc_->OpenSession("b");
+  EXPECT_EQ(b->cache_lease_ms, 0u);
+  Inode f = File(kRootInode, "f");
+  ASSERT_TRUE(svc_->GetAttr(f.ino, b->session).ok());
+  EXPECT_EQ(svc_->CacheHolderCount(f.ino), 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rm = ChangeAs(a->session, [&] { return svc_->Unlink(kRootInode, "f", Root()); });
+  ASSERT_TRUE(rm.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  EXPECT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), 0)->cache_recalls.empty());
 }
 
 }  // namespace

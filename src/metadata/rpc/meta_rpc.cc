@@ -196,12 +196,14 @@ class ServiceImpl final : public pb::MetaService::Service {
 
   grpc::Status Lookup(grpc::ServerContext*, const pb::LookupRequest* req,
                       pb::AttrResponse* resp) override {
-    FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+    FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
+                          SessionId(req->session())),
+             resp);
     return grpc::Status::OK;
   }
   grpc::Status GetAttr(grpc::ServerContext*, const pb::GetAttrRequest* req,
                        pb::AttrResponse* resp) override {
-    FillAttr(svc_->GetAttr(InodeId(req->ino())), resp);
+    FillAttr(svc_->GetAttr(InodeId(req->ino()), SessionId(req->session())), resp);
     return grpc::Status::OK;
   }
   grpc::Status SetAttr(grpc::ServerContext*, const pb::SetAttrRequest* req,
@@ -252,7 +254,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.open_for_write = req->open_for_write();
     TaggedCall call(this, req->tag());
     if (call.applied()) {
-      Result<Inode> made = svc_->Lookup(a.parent, a.name, FromPb(req->caller()));
+      Result<Inode> made =
+          svc_->Lookup(a.parent, a.name, FromPb(req->caller()), SessionId(req->tag().session()));
       Result<uint64_t> version = uint64_t{0};
       if (made.ok() && a.open_for_write) version = ReplayedLeaseVersion(made->ino, a.session);
       SetStatus(resp->mutable_status(), made.ok() ? version.status() : made.status());
@@ -277,7 +280,9 @@ class ServiceImpl final : public pb::MetaService::Service {
                      pb::AttrResponse* resp) override {
     TaggedCall call(this, req->tag());
     if (call.applied()) {
-      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
+                            SessionId(req->tag().session())),
+               resp);
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
     }
@@ -290,7 +295,9 @@ class ServiceImpl final : public pb::MetaService::Service {
                        pb::AttrResponse* resp) override {
     TaggedCall call(this, req->tag());
     if (call.applied()) {
-      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller())), resp);
+      FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
+                            SessionId(req->tag().session())),
+               resp);
       AddDirAttrs(resp, {InodeId(req->parent())});
       return grpc::Status::OK;
     }
@@ -304,7 +311,8 @@ class ServiceImpl final : public pb::MetaService::Service {
                     pb::AttrResponse* resp) override {
     TaggedCall call(this, req->tag());
     if (call.applied()) {
-      FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller())),
+      FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller()),
+                            SessionId(req->tag().session())),
                resp);
       AddDirAttrs(resp, {InodeId(req->new_parent())});
       return grpc::Status::OK;
@@ -371,7 +379,7 @@ class ServiceImpl final : public pb::MetaService::Service {
                        pb::ReadDirResponse* resp) override {
     bool eof = false;
     auto r = svc_->ReadDir(InodeId(req->ino()), req->cookie(), req->max_entries(), req->plus(),
-                           FromPb(req->caller()), &eof);
+                           FromPb(req->caller()), &eof, SessionId(req->session()));
     SetStatus(resp->mutable_status(), r.status());
     if (!r.ok()) return grpc::Status::OK;
     for (const DirEntry& e : *r) {
@@ -563,6 +571,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (r.ok()) {
       resp->set_session(r->session.value());
       resp->set_lease_ttl_ms(r->lease_ttl_ms);
+      resp->set_cache_lease_ms(r->cache_lease_ms);
       resp->set_wire_port(wire_port_);
       resp->set_wire_instance(wire_instance_);
     }
@@ -610,10 +619,20 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status AnswerWaitRecall(const pb::WaitRecallRequest& req, std::chrono::milliseconds wait,
                                 pb::WaitRecallResponse* resp) {
-    Result<std::vector<InodeId>> r = svc_->WaitRecall(SessionId(req.session()), wait);
+    Result<MetadataService::Recalls> r =
+        svc_->WaitRecalls(SessionId(req.session()), wait, req.acked_seq());
     SetStatus(resp->mutable_status(), r.status());
-    if (r.ok()) {
-      for (InodeId ino : *r) resp->add_inodes(ino.value());
+    if (!r.ok()) return grpc::Status::OK;
+    for (InodeId ino : r->write_leases) resp->add_inodes(ino.value());
+    for (const MetadataService::CacheRecall& c : r->cache_recalls) {
+      pb::CacheRecall* out = resp->add_cache_recalls();
+      out->set_seq(c.seq);
+      for (InodeId ino : c.inodes) out->add_inodes(ino.value());
+      for (const auto& [parent, name] : c.entries) {
+        pb::CacheEntryName* e = out->add_entries();
+        e->set_parent(parent.value());
+        e->set_name(name);
+      }
     }
     return grpc::Status::OK;
   }

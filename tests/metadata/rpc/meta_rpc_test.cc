@@ -531,5 +531,59 @@ TEST_F(MetaRpcTest, ForcedRemoveRepairsThroughHeartbeatsAndTheMapShowsIt) {
   EXPECT_EQ(hr.pg_gc(0).position(), given.position());
 }
 
+// Cache leases through the real server (docs/design.md "Cache leases"): a Lookup that names its
+// session makes it a holder; another session's rename over gRPC is recalled to it by WaitRecall
+// and its reply waits until the holder acknowledges with acked_seq.
+TEST_F(MetaRpcTest, ARenameRecallsACachedNameAndAnswersAfterTheAcknowledgement) {
+  StartMeta({"--cache-lease-ms", "20000"});
+  const uint64_t a = OpenSession();
+  const uint64_t b = OpenSession();
+  Mkdir(1, "x");
+  pb::LookupRequest look;
+  look.set_parent(1);
+  look.set_name("x");
+  look.set_session(b);
+  pb::AttrResponse found;
+  ASSERT_TRUE(stub().Lookup(Ctx().get(), look, &found).ok());
+  ASSERT_EQ(found.status().code(), 0);
+
+  std::atomic<bool> renamed{false};
+  pb::StatusResponse rename_resp;
+  grpc::Status rename_rpc;
+  std::thread renamer([&] {
+    pb::RenameRequest req;
+    req.set_parent(1);
+    req.set_name("x");
+    req.set_new_parent(1);
+    req.set_new_name("y");
+    req.mutable_tag()->set_session(a);
+    req.mutable_tag()->set_id(1);
+    rename_rpc = stub().Rename(Ctx().get(), req, &rename_resp);
+    renamed = true;
+  });
+  pb::WaitRecallRequest wait;
+  wait.set_session(b);
+  pb::WaitRecallResponse got;
+  for (int i = 0; i < 100 && got.cache_recalls_size() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(stub().WaitRecall(Ctx().get(), wait, &got).ok());
+  }
+  ASSERT_EQ(got.cache_recalls_size(), 1);
+  const pb::CacheRecall& r = got.cache_recalls(0);
+  bool names_x = false;
+  for (const auto& e : r.entries()) names_x |= e.parent() == 1 && e.name() == "x";
+  EXPECT_TRUE(names_x);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(renamed.load());  // held for b's acknowledgement
+  wait.set_acked_seq(r.seq());
+  pb::WaitRecallResponse after;
+  ASSERT_TRUE(stub().WaitRecall(Ctx().get(), wait, &after).ok());
+  EXPECT_EQ(after.cache_recalls_size(), 0);
+  renamer.join();
+  ASSERT_TRUE(rename_rpc.ok());
+  EXPECT_EQ(rename_resp.status().code(), 0);
+  EXPECT_EQ(Lookup(1, "y").status().code(), 0);
+}
+
 }  // namespace
 }  // namespace aquifer::meta::testing
