@@ -150,6 +150,16 @@ struct ClientOptions {
   // what the previous holder wrote (as NFS revalidates its cache at a lock). Must not call back
   // into the Client's lock methods. Null: nothing.
   std::function<void(InodeId)> on_changed_at_lock;
+  // Cache leases (docs/design.md "Cache leases"): when true and the metadata server offers them,
+  // this client's lookups, getattrs and readdirs make its session a holder, and a change by
+  // another host is recalled to it before that change's call returns there: the client drops
+  // what it cached of it and calls on_attrs_recalled(inode) for each inode whose attributes
+  // changed (or that is gone) and on_name_recalled(parent, name) for each name that changed,
+  // then acknowledges. Both run on the recall thread and must return promptly (a change on
+  // another host waits for them; the mount bounds its kernel call). Null: nothing to call.
+  bool cache_leases = false;
+  std::function<void(InodeId)> on_attrs_recalled;
+  std::function<void(InodeId parent, const std::string& name)> on_name_recalled;
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
   // Chunk reads and writes go over the chunk wire (docs/design.md "The chunk wire") to data
   // servers that serve it; false: every call over gRPC.

@@ -72,6 +72,7 @@ Client::Impl::~Impl() {
   }
   recall_cv_.notify_all();
   if (recaller_.joinable()) recaller_.join();
+  if (giver_.joinable()) giver_.join();
   {
     std::lock_guard lock(release_mu_);
     release_stop_ = true;
@@ -109,10 +110,19 @@ Status Client::Impl::Start() {
   if (!session.ok()) return session.status().WithPrefix("open session");
   session_.store(session->id.value());
   lease_ttl_ = session->lease_ttl;
+  if (options_.cache_leases && session->cache_lease.count() > 0) {
+    cache_leases_on_ = true;
+    meta_->SetCacheSession(session->id);
+    Logger("client")->info("cache leases on (the server recalls within {} ms)",
+                           session->cache_lease.count());
+  } else if (options_.cache_leases) {
+    Logger("client")->info("cache leases asked for, but the metadata server offers none");
+  }
   AQ_RETURN_IF_ERROR(io_->RefreshMap().WithPrefix("fetch cluster map"));
   bg_ = std::thread([this] { BackgroundLoop(); });
   releaser_ = std::thread([this] { ReleaseLoop(); });
   recaller_ = std::thread([this] { RecallLoop(); });
+  if (cache_leases_on_) giver_ = std::thread([this] { GiveLoop(); });
   return OkStatus();
 }
 
@@ -209,6 +219,7 @@ void Client::Impl::RenewSession(SessionId lost) {
     return;
   }
   session_.store(fresh->id.value());
+  if (cache_leases_on_) meta_->SetCacheSession(fresh->id);
   Logger("client")->info("session renewed old={} new={}", lost.value(), fresh->id.value());
 }
 

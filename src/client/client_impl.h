@@ -324,6 +324,16 @@ class Client::Impl {
   std::condition_variable recall_cv_;  // a writer opened, or stopping
   bool recall_stop_ = false;
   std::thread recaller_;
+  // Cache leases (docs/design.md "Cache leases"): on when options_.cache_leases and the server
+  // offers them. With them on, write-lease recalls are given back on giver_ (a commit there
+  // waits for other hosts' acknowledgements, which must not hold up this client's own acks).
+  std::atomic<bool> cache_leases_on_{false};
+  uint64_t acked_seq_ = 0;        // RecallLoop only: highest cache recall handled
+  uint64_t acked_session_ = 0;    // the session acked_seq_ counts for
+  std::deque<InodeId> give_queue_;  // guarded by recall_mu_
+  std::thread giver_;
+  void GiveLoop();
+  void HandleCacheRecall(const client::CacheRecall& recall);
   void RecallLoop();
   void HandleRecall(InodeId inode);
   // Takes the write lease again for the writer `f` (f.mu held) when a recall took it: waits up

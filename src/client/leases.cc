@@ -48,35 +48,86 @@ bool Client::Impl::HasWriters() {
 void Client::Impl::RecallLoop() {
   using Clock = std::chrono::steady_clock;
   for (;;) {
-    {
+    if (!cache_leases_on_) {
       // Only a client with a file open for write can hold a lease: the others ask nothing. An
       // open for write notifies; a notification missed between the check and the wait costs at
       // most the 1 s timeout. (registry_->mu, taken by HasWriters, is never held while taking
-      // recall_mu_.)
+      // recall_mu_.) With cache leases on, every client is a holder and always asks.
       std::unique_lock lock(recall_mu_);
       while (!recall_stop_ && !HasWriters()) recall_cv_.wait_for(lock, std::chrono::seconds(1));
+      if (recall_stop_) return;
+    } else {
+      std::lock_guard lock(recall_mu_);
       if (recall_stop_) return;
     }
     const auto start = Clock::now();
     // Well inside one RPC deadline, so a long poll never looks like a lost server.
     const auto wait = std::min<std::chrono::milliseconds>(kRecallWait, options_.rpc_timeout / 2);
-    Result<std::vector<InodeId>> recalls = meta_->WaitRecall(session(), wait);
+    const SessionId me = session();
+    if (me.value() != acked_session_) {
+      acked_session_ = me.value();  // a new session's recalls count from 1
+      acked_seq_ = 0;
+    }
+    Result<client::Recalls> recalls = meta_->WaitRecalls(me, wait, acked_seq_);
     if (!recalls.ok() && recalls.status().code() == Code::kNotSupported) {
       Logger("client")->info("metadata server has no write-lease recall; not asking again");
       return;
     }
+    bool handled_cache = false;
     if (recalls.ok()) {
-      for (InodeId inode : *recalls) HandleRecall(inode);
+      for (const client::CacheRecall& r : recalls->cache_recalls) {
+        if (r.seq <= acked_seq_) continue;
+        HandleCacheRecall(r);
+        acked_seq_ = r.seq;
+        handled_cache = true;
+      }
+      if (cache_leases_on_) {
+        if (!recalls->write_leases.empty()) {
+          {
+            std::lock_guard lock(recall_mu_);
+            for (InodeId inode : recalls->write_leases) give_queue_.push_back(inode);
+          }
+          recall_cv_.notify_all();
+        }
+      } else {
+        for (InodeId inode : recalls->write_leases) HandleRecall(inode);
+      }
     } else if (!IsSessionLost(recalls.status()) &&
                recalls.status().code() != Code::kUnavailable) {
       Logger("client")->debug("wait for recalls failed status={}", recalls.status().ToString());
     }
+    if (handled_cache) continue;  // the acknowledgement goes out at once with the next ask
     // An answer that came at once (gRPC does not wait; an error) is followed by a pause, so
     // the loop polls rather than spins.
-    if (!recalls.ok() || (recalls->empty() && Clock::now() - start < wait / 2)) {
+    if (!recalls.ok() ||
+        (recalls->write_leases.empty() && Clock::now() - start < wait / 2)) {
       std::unique_lock lock(recall_mu_);
       recall_cv_.wait_for(lock, kRecallPoll, [this] { return recall_stop_; });
     }
+  }
+}
+
+void Client::Impl::GiveLoop() {
+  for (;;) {
+    InodeId inode;
+    {
+      std::unique_lock lock(recall_mu_);
+      recall_cv_.wait(lock, [this] { return recall_stop_ || !give_queue_.empty(); });
+      if (recall_stop_) return;
+      inode = give_queue_.front();
+      give_queue_.pop_front();
+    }
+    HandleRecall(inode);
+  }
+}
+
+void Client::Impl::HandleCacheRecall(const client::CacheRecall& recall) {
+  for (InodeId inode : recall.inodes) {
+    meta_->ForgetCached(inode);
+    if (options_.on_attrs_recalled) options_.on_attrs_recalled(inode);
+  }
+  if (options_.on_name_recalled) {
+    for (const auto& [parent, name] : recall.entries) options_.on_name_recalled(parent, name);
   }
 }
 

@@ -181,29 +181,31 @@ struct stat ToStat(const Attributes& a) {
   return st;
 }
 
-fuse_entry_param ToEntry(const Daemon& d, const Attributes& a) {
+// `uncached`: a recall came while the answer was on its way (Daemon::recall_epoch); the kernel
+// uses it once and asks again next time.
+fuse_entry_param ToEntry(const Daemon& d, const Attributes& a, bool uncached = false) {
   fuse_entry_param e{};
   e.ino = a.inode.value();
   e.generation = a.generation;
   e.attr = ToStat(a);
-  e.attr_timeout = d.options.attr_timeout_s;
-  e.entry_timeout = d.options.entry_timeout_s;
+  e.attr_timeout = uncached ? 0 : d.options.attr_timeout_s;
+  e.entry_timeout = uncached ? 0 : d.options.entry_timeout_s;
   return e;
 }
 
 // Replies with an entry and counts the lookup it hands to the kernel.
-void ReplyEntry(fuse_req_t req, const Attributes& a) {
+void ReplyEntry(fuse_req_t req, const Attributes& a, bool uncached = false) {
   Daemon& d = DaemonOf(req);
-  fuse_entry_param e = ToEntry(d, a);
+  fuse_entry_param e = ToEntry(d, a, uncached);
   d.inodes.AddLookup(a.inode, a);
   if (fuse_reply_entry(req, &e) != 0) d.inodes.Forget(a.inode, 1);  // the kernel never got it
 }
 
-void ReplyAttr(fuse_req_t req, const Attributes& a) {
+void ReplyAttr(fuse_req_t req, const Attributes& a, bool uncached = false) {
   Daemon& d = DaemonOf(req);
   struct stat st = ToStat(a);
   d.inodes.NoteAttributes(a);
-  fuse_reply_attr(req, &st, d.options.attr_timeout_s);
+  fuse_reply_attr(req, &st, uncached ? 0 : d.options.attr_timeout_s);
 }
 
 void ReplyStatus(fuse_req_t req, const Status& s, const char* op) {
@@ -248,9 +250,11 @@ void OnDestroy(void* userdata) { Log().info("destroy session"); }
 // Namespace
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Daemon& d = DaemonOf(req);
+  const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
   if (!a.ok()) return ReplyError(req, a.status(), "lookup");
-  ReplyEntry(req, *a);
+  ReplyEntry(req, *a, d.recall_epoch.load() != epoch);
 }
 
 void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -265,9 +269,11 @@ void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OnGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Daemon& d = DaemonOf(req);
+  const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).GetAttr(InodeId(ino));
   if (!a.ok()) return ReplyInodeError(req, a.status(), "getattr");
-  ReplyAttr(req, *a);
+  ReplyAttr(req, *a, d.recall_epoch.load() != epoch);
 }
 
 void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
@@ -621,6 +627,7 @@ struct DirHandle {
   std::mutex mu;                  // guards the fields below (readdir of one handle is serial anyway)
   std::vector<uint64_t> cookies;  // library cookie after entry i
   std::vector<DirEntry> pending;  // fetched entries following entry cookies.size() - 1
+  uint64_t pending_epoch = 0;     // Daemon::recall_epoch before `pending` was asked for
   bool eof = false;               // the library has no entries after `pending`
 };
 
@@ -643,14 +650,15 @@ void OnFsyncDir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi
 // Adds one entry to `buf` at `used`; returns false when it does not fit. With plus, an entry
 // with attributes counts one kernel lookup.
 bool AddDirEntry(fuse_req_t req, bool plus, std::vector<char>& buf, size_t& used,
-                 const char* name, const struct stat& st, const Attributes* attr, off_t next) {
+                 const char* name, const struct stat& st, const Attributes* attr, off_t next,
+                 bool uncached = false) {
   const size_t room = buf.size() - used;
   size_t need;
   if (plus) {
     Daemon& d = DaemonOf(req);
     fuse_entry_param e{};
     if (attr != nullptr) {
-      e = ToEntry(d, *attr);
+      e = ToEntry(d, *attr, uncached);
     } else {
       e.attr = st;  // no attributes: ino 0 tells the kernel not to instantiate the entry
     }
@@ -696,6 +704,7 @@ Result<size_t> FillDirBuffer(fuse_req_t req, fuse_ino_t ino, off_t off, bool plu
     if (dh.pending.empty()) {
       if (dh.eof) break;
       const uint64_t cookie = dh.cookies.empty() ? 0 : dh.cookies.back();
+      dh.pending_epoch = DaemonOf(req).recall_epoch.load();
       Result<DirPage> page =
           ClientOf(req).ReadDir(InodeId(ino), cookie, max_entries, plus, CallerOf(req));
       if (!page.ok()) {
@@ -713,7 +722,8 @@ Result<size_t> FillDirBuffer(fuse_req_t req, fuse_ino_t ino, off_t off, bool plu
     st.st_mode = e.mode;
     const off_t next = static_cast<off_t>(dh.cookies.size() + 3);
     if (!AddDirEntry(req, plus, buf, used, e.name.c_str(), st,
-                     e.attr.has_value() ? &*e.attr : nullptr, next)) {
+                     e.attr.has_value() ? &*e.attr : nullptr, next,
+                     DaemonOf(req).recall_epoch.load() != dh.pending_epoch)) {
       break;
     }
     dh.cookies.push_back(e.cookie);

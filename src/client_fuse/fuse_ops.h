@@ -61,6 +61,11 @@ struct Daemon {
   std::unique_ptr<LockWaiters> lock_waiters;
   InodeTable inodes;
   fuse_session* session = nullptr;
+  // Cache leases: counts the recalls this mount was sent (main.cc's callbacks add one before
+  // they drop the kernel's copy). A lookup, getattr or readdirplus page during which it moved
+  // may carry what a recall already dropped (the reply was computed before the change; the
+  // recall came first on another connection): the kernel gets it with timeouts 0.
+  std::atomic<uint64_t> recall_epoch{0};
 
   // Open files by inode. Never held across an RPC.
   std::mutex open_mu;  // guards open_files and the SharedFile fields it says

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "client_fuse/fuse_ops.h"
+#include "client_fuse/kernel_invalidator.h"
 #include "common/allocator.h"
 #include "common/lock_checks.h"
 #include "common/logging.h"
@@ -170,6 +171,8 @@ int Run(int argc, char** argv) {
   TuneAllocator();
   DisableMutexDeadlockDetection();
 
+  // Declared before the daemon so it outlives the client whose recall thread calls it.
+  std::unique_ptr<KernelInvalidator> invalidator;
   Daemon daemon;
   daemon.options = opts;
   std::vector<std::string> fuse_argv = {argv[0], "-o", FuseOptionString(opts, geteuid() == 0)};
@@ -185,6 +188,11 @@ int Run(int argc, char** argv) {
     return 1;
   }
   daemon.session = se;
+  if (opts.cache_leases) {
+    // A recall is acknowledged once the kernel dropped what it names, or after 50 ms when a
+    // request of this mount holds the directory (see kernel_invalidator.h).
+    invalidator = std::make_unique<KernelInvalidator>(se, std::chrono::milliseconds(50));
+  }
 
   int notify_fd = opts.foreground ? -1 : ForkAndWait();
 
@@ -218,6 +226,18 @@ int Run(int argc, char** argv) {
       Logger("fuse")->warn("drop cached pages at lock inode={} rc={}", inode.value(), rc);
     }
   };
+  client_options.cache_leases = opts.cache_leases;
+  if (invalidator) {
+    KernelInvalidator* inv = invalidator.get();
+    client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {
+      daemon.recall_epoch.fetch_add(1);
+      inv->Attrs(inode);
+    };
+    client_options.on_name_recalled = [inv, &daemon](InodeId parent, const std::string& name) {
+      daemon.recall_epoch.fetch_add(1);
+      inv->Name(parent, name);
+    };
+  }
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
   client_options.client_name = !opts.client_name.empty()
@@ -229,6 +249,7 @@ int Run(int argc, char** argv) {
     fprintf(stderr, "aquifer-mount: cannot connect to aquifer-meta at %s: %s\n",
             opts.meta_address.c_str(), client.status().ToString().c_str());
     NotifyParent(notify_fd, 1);
+    if (invalidator) invalidator->Stop();
     fuse_session_destroy(se);
     return 1;
   }
@@ -239,6 +260,7 @@ int Run(int argc, char** argv) {
     fprintf(stderr, "aquifer-mount: cannot mount on %s (see the message above)\n",
             opts.mountpoint.c_str());
     NotifyParent(notify_fd, 1);
+    if (invalidator) invalidator->Stop();
     fuse_session_destroy(se);
     return 1;
   }
@@ -246,14 +268,16 @@ int Run(int argc, char** argv) {
     fprintf(stderr, "aquifer-mount: cannot install signal handlers\n");
     fuse_session_unmount(se);
     NotifyParent(notify_fd, 1);
+    if (invalidator) invalidator->Stop();
     fuse_session_destroy(se);
     return 1;
   }
   RaiseReadAhead(opts.mountpoint);
   pthread_sigmask(SIG_UNBLOCK, &term_signals, nullptr);
-  Logger("fuse")->info("mounted meta={} mountpoint={} attr_timeout={}s entry_timeout={}s",
-                       opts.meta_address, opts.mountpoint, opts.attr_timeout_s,
-                       opts.entry_timeout_s);
+  Logger("fuse")->info(
+      "mounted meta={} mountpoint={} attr_timeout={}s entry_timeout={}s cache_leases={}",
+      opts.meta_address, opts.mountpoint, opts.attr_timeout_s, opts.entry_timeout_s,
+      opts.cache_leases ? 1 : 0);
   if (!opts.foreground) {
     if (chdir("/") != 0) perror("aquifer-mount: chdir /");
     RedirectStdio(opts.log_file);
@@ -271,6 +295,7 @@ int Run(int argc, char** argv) {
   daemon.lock_waiters.reset();  // answers (EINTR) the lock requests still waiting
 
   Logger("fuse")->info("unmount mountpoint={} loop_result={}", opts.mountpoint, rc);
+  if (invalidator) invalidator->Stop();  // later recalls ask nothing of the kernel
   fuse_session_unmount(se);
   int failed = ReleaseAllOpenFiles(daemon);
   fuse_remove_signal_handlers(se);

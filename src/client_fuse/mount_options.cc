@@ -66,12 +66,13 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.log_file = std::string(value);
     } else if (key == "client_name") {
       opts.client_name = std::string(value);
-    } else if (key == "data_wire" || key == "meta_wire") {
+    } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases") {
       if (value != "0" && value != "1") {
         return InvalidArgument("bad value '" + std::string(value) + "' for " + std::string(key) +
                                " (0 or 1)");
       }
-      (key == "data_wire" ? opts.data_wire : opts.meta_wire) = value == "1";
+      (key == "data_wire" ? opts.data_wire
+                          : key == "meta_wire" ? opts.meta_wire : opts.cache_leases) = value == "1";
     } else {
       opts.fuse_options.emplace_back(opt);
     }
@@ -150,6 +151,7 @@ const char* UsageText() {
          "[--log-file F]\n"
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
+         "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 0),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
          "  for an unreachable or restarting aquifer-meta, 0..3600, default 120, then EIO);\n"

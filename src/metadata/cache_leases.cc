@@ -60,15 +60,21 @@ void MetadataService::RecallCaches(const Txn& txn) {
   if (changed.empty()) return;
   const uint64_t self = CurrentRequestTag().session;
 
-  // The holders of each changed inode lose their lease (they ask again after the recall).
+  // A recall tells each holder what changed; it keeps its lease (it drops only what the recall
+  // names, and its kernel keeps the inode's other names), so the holders stay until their session
+  // ends or the inode is deleted.
   std::map<uint64_t, std::vector<uint64_t>> taken;
   {
     std::lock_guard lock(lease_mu_);
     for (uint64_t ino : changed) {
       auto it = cache_holders_.find(ino);
       if (it == cache_holders_.end()) continue;
-      taken[ino] = std::move(it->second);
-      cache_holders_.erase(it);
+      if (txn.deleted.count(ino)) {
+        taken[ino] = std::move(it->second);
+        cache_holders_.erase(it);
+      } else {
+        taken[ino] = it->second;
+      }
     }
   }
   std::map<uint64_t, CacheRecall> out;  // by holder

@@ -360,7 +360,8 @@ class MetadataService {
   // --- cache leases (docs/design.md "Cache leases") ---
   // A session that was answered a name, a negative lookup or attributes (Lookup, GetAttr,
   // ReadDir with a cacher; every change it made itself) holds a shared cache lease on the
-  // inodes concerned until a change by another session recalls it. A change (any store batch
+  // inodes concerned until its session ends or the inode is deleted; each change by another
+  // session recalls what it changed from it (the lease stays). A change (any store batch
   // of a namespace call: the inodes it wrote or deleted, the directories whose names it changed)
   // queues one CacheRecall per other holder and, when the change runs inside a RequestScope,
   // the scope's end waits (no lock held) until each holder acknowledged it, its session ended,

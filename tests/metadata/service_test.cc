@@ -1527,8 +1527,17 @@ TEST_F(CacheLeaseTest, AChangeRecallsOtherHoldersAndWaitsForTheirAcknowledgement
   EXPECT_TRUE(acked->cache_recalls.empty());
   ASSERT_TRUE(rename.get().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
-  // b's lease on d went with the recall; it asks again to cache again.
-  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 0u);
+  // b keeps its lease on d (it dropped only the names the recall gave): the next change in d
+  // recalls it again.
+  EXPECT_EQ(svc_->CacheHolderCount(d->ino), 1u);
+  auto create = ChangeAs(a->session, [&] { return svc_->Mkdir(d->ino, "h", 0755, Root()).status(); });
+  auto next = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), r.seq);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->cache_recalls.size(), 1u);
+  EXPECT_GT(next->cache_recalls[0].seq, r.seq);
+  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0),
+                                next->cache_recalls[0].seq).ok());
+  ASSERT_TRUE(create.get().ok());
   CheckInvariants();
 }
 

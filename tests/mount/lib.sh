@@ -154,12 +154,14 @@ aq_kill_data() {
 }
 
 # aq_mount DIR [-o OPTIONS]: mounts the cluster on DIR with a foreground aquifer-mount.
+# AQ_MOUNT_EXTRA (e.g. cache_leases=1) adds mount options to every mount, to run a whole tier so.
 aq_mount() {
   local dir=$1
   shift
   mkdir -p "$dir"
   local n=${#AQ_MOUNTS[@]}
-  "$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$dir" -f --log-level "${AQ_MOUNT_LOG_LEVEL:-info}" "$@" \
+  "$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$dir" -f --log-level "${AQ_MOUNT_LOG_LEVEL:-info}" \
+    ${AQ_MOUNT_EXTRA:+-o "$AQ_MOUNT_EXTRA"} "$@" \
     >"$AQ_SCRATCH/mount$n.log" 2>&1 &
   local pid=$!
   AQ_MOUNTS+=("$dir")

@@ -115,6 +115,18 @@ TEST(MountOptionsTest, WiresAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_TRUE(o->fuse_options.empty());
 }
 
+TEST(MountOptionsTest, CacheLeasesAreOffByDefaultAndTakeOnlyZeroOrOne) {
+  EXPECT_FALSE(Parse({"h:1", "/m"})->cache_leases);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "cache_leases=1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->cache_leases);
+  EXPECT_TRUE(o->data_wire);
+  EXPECT_TRUE(o->fuse_options.empty());
+  for (const char* bad : {"cache_leases=2", "cache_leases=", "cache_leases=yes"}) {
+    EXPECT_EQ(Parse({"h:1", "/m", "-o", bad}).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(MountOptionsTest, HelpNeedsNoPositionals) {
   Result<MountOptions> o = Parse({"--help"});
   ASSERT_TRUE(o.ok());

@@ -171,6 +171,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_parent(parent.value());
     req.set_name(std::string(name));
     ToPb(c, req.mutable_caller());
+    req.set_session(cache_session_.load(std::memory_order_relaxed));
     return AttrCall(&pb::MetaService::Stub::Lookup, req, Retry::kYes);
   }
 
@@ -178,6 +179,7 @@ class GrpcMetaClient final : public MetaClient {
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     pb::GetAttrRequest req;
     req.set_ino(inode.value());
+    req.set_session(cache_session_.load(std::memory_order_relaxed));
     return AttrCall(&pb::MetaService::Stub::GetAttr, req, Retry::kYes);
   }
 
@@ -291,6 +293,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_max_entries(max_entries);
     req.set_plus(plus);
     ToPb(c, req.mutable_caller());
+    req.set_session(cache_session_.load(std::memory_order_relaxed));
     pb::ReadDirResponse resp;
     Status s = FromRpc(Call(&pb::MetaService::Stub::ReadDir, req, &resp, Retry::kYes), &resp);
     if (!s.ok()) return s;
@@ -463,7 +466,8 @@ class GrpcMetaClient final : public MetaClient {
     // Later requests are tagged with this session (and wait out a metadata server restart).
     session_.store(resp.session(), std::memory_order_release);
     FollowWire(resp.wire_port(), resp.wire_instance(), /*fresh=*/true);
-    return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms())};
+    return SessionInfo{SessionId(resp.session()), std::chrono::milliseconds(resp.lease_ttl_ms()),
+                       std::chrono::milliseconds(resp.cache_lease_ms())};
   }
 
   Result<OpenReply> AcquireLease(InodeId inode, SessionId session) override {
@@ -494,6 +498,37 @@ class GrpcMetaClient final : public MetaClient {
     std::vector<InodeId> out;
     for (uint64_t ino : resp.inodes()) out.push_back(InodeId(ino));
     return out;
+  }
+
+  void SetCacheSession(SessionId session) override {
+    cache_session_.store(session.value(), std::memory_order_relaxed);
+  }
+  // As WaitRecall (Retry::kBrief).
+  Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
+                              uint64_t acked_seq) override {
+    pb::WaitRecallRequest req;
+    req.set_session(session.value());
+    req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(wait.count(), 0, 10000)));
+    req.set_acked_seq(acked_seq);
+    pb::WaitRecallResponse resp;
+    Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
+    if (!s.ok()) return s;
+    Recalls out;
+    for (uint64_t ino : resp.inodes()) out.write_leases.push_back(InodeId(ino));
+    for (const pb::CacheRecall& r : resp.cache_recalls()) {
+      CacheRecall c;
+      c.seq = r.seq();
+      for (uint64_t ino : r.inodes()) c.inodes.push_back(InodeId(ino));
+      for (const pb::CacheEntryName& e : r.entries()) {
+        c.entries.emplace_back(InodeId(e.parent()), e.name());
+      }
+      out.cache_recalls.push_back(std::move(c));
+    }
+    return out;
+  }
+  void ForgetCached(InodeId inode) override {
+    ForgetDir(inode);
+    ForgetXattrAbsences(inode);
   }
 
   // Neither waits out an outage (Retry::kBrief): the client's keep-alive runs again a third of a
@@ -1002,6 +1037,7 @@ class GrpcMetaClient final : public MetaClient {
   std::string host_;
   // The session of the last successful OpenSession (0: none yet, or closed): the tags' session.
   std::atomic<uint64_t> session_{0};
+  std::atomic<uint64_t> cache_session_{0};  // named in Lookup, GetAttr, ReadDir (cache leases)
   std::atomic<uint64_t> next_tag_id_{1};  // the next RequestTag id; never reused
   // Whether a call found the server unreachable and none got through since, and since when
   // (steady clock, ns): one log line per outage.

@@ -36,6 +36,20 @@ struct CommitReply {
 struct SessionInfo {
   SessionId id;
   std::chrono::milliseconds lease_ttl{0};
+  // Non-zero when the server recalls cached names and attributes (docs/design.md "Cache leases").
+  std::chrono::milliseconds cache_lease{0};
+};
+
+// One cache recall (docs/design.md "Cache leases"): the attributes of `inodes` and the names
+// (parent, name) changed; acknowledged by passing `seq` to the next WaitRecalls.
+struct CacheRecall {
+  uint64_t seq = 0;
+  std::vector<InodeId> inodes;
+  std::vector<std::pair<InodeId, std::string>> entries;
+};
+struct Recalls {
+  std::vector<InodeId> write_leases;
+  std::vector<CacheRecall> cache_recalls;  // in seq order
 };
 
 class MetaClient {
@@ -137,6 +151,21 @@ class MetaClient {
     (void)wait;
     return Status(Code::kNotSupported, "WaitRecall");
   }
+  // Cache leases (docs/design.md "Cache leases"). SetCacheSession: later Lookup, GetAttr and
+  // ReadDir calls name `session` (0: none), so the server recalls what they answered before
+  // another session changes it. WaitRecalls: WaitRecall, and the cache recalls above
+  // `acked_seq` (acknowledging every one up to it). ForgetCached drops what this client caches
+  // of the inode itself (directory attributes, known-absent xattrs). Thread-safe. Defaults
+  // (fakes): no cache session, WaitRecall's answer, nothing cached.
+  virtual void SetCacheSession(SessionId session) { (void)session; }
+  virtual Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
+                                      uint64_t acked_seq) {
+    (void)acked_seq;
+    Result<std::vector<InodeId>> r = WaitRecall(session, wait);
+    if (!r.ok()) return r.status();
+    return Recalls{std::move(*r), {}};
+  }
+  virtual void ForgetCached(InodeId inode) { (void)inode; }
   virtual Status SetLock(InodeId inode, SessionId session, uint64_t owner,
                          const LockRange& range, bool flock) = 0;
   virtual Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,

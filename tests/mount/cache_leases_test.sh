@@ -1,0 +1,90 @@
+#!/bin/bash
+# Cache leases (docs/design.md "Cache leases"): two mounts with -o cache_leases=1 and kernel
+# timeouts of 30 s, so nothing here can pass by a cache expiring. A change on mount A returns
+# only after mount B's kernel dropped what it cached of it, so B sees it at once, with no sleep
+# and no retry: rename-over (buffered and O_DIRECT reads), an O_TRUNC rewrite's size, chmod,
+# unlink, a create after B's negative lookup. Both mounts creating in one directory at once
+# finish (the kernel's directory lock is never waited on for long), and a holder killed -9
+# delays a change on A by at most its session's expiry.
+source "$(dirname "$0")/lib.sh"
+A=$AQ_SCRATCH/a
+B=$AQ_SCRATCH/b
+OPTS=cache_leases=1,entry_timeout=30,attr_timeout=30
+aq_start_cluster
+aq_mount "$A" -o "$OPTS"
+aq_mount "$B" -o "$OPTS"
+grep -q "cache leases on" "$AQ_SCRATCH/mount1.log" || aq_fail "mount B did not turn cache leases on"
+mkdir "$A/d"
+timeout "$T" ls "$B/d" >/dev/null
+
+# Rename-over, as checkpoints and manifests are saved: B has the old file cached each time.
+for i in $(seq 1 30); do
+  echo "old$i" >"$A/d/ckpt"
+  [ "$(timeout "$T" cat "$B/d/ckpt")" = "old$i" ] || aq_fail "B did not read old$i"
+  echo "new$i new$i" >"$A/d/ckpt.tmp"
+  mv "$A/d/ckpt.tmp" "$A/d/ckpt"
+  got=$(timeout "$T" cat "$B/d/ckpt" 2>&1) || aq_fail "B: open of the replaced name: $got"
+  [ "$got" = "new$i new$i" ] || aq_fail "B read '$got' after rename-over $i (wanted new$i new$i)"
+  got=$(timeout "$T" dd if="$B/d/ckpt" iflag=direct bs=4096 status=none 2>&1) ||
+    aq_fail "B: O_DIRECT read of the replaced name: $got"
+  [ "$got" = "new$i new$i" ] || aq_fail "B read '$got' with O_DIRECT after rename-over $i"
+done
+aq_log "rename-over: 30 of 30 seen at once on B (buffered and O_DIRECT)"
+
+# O_TRUNC rewrite: stat on B reports the new size at once (attr_timeout is 30 s).
+for i in $(seq 1 20); do
+  head -c $((1000 + i * 37)) /dev/zero >"$A/d/size"
+  [ "$(timeout "$T" stat -c %s "$B/d/size")" = $((1000 + i * 37)) ] ||
+    aq_fail "B's size of a file rewritten on A: $(stat -c %s "$B/d/size"), wanted $((1000 + i * 37))"
+  head -c $((10 + i)) /dev/zero >"$A/d/size"
+  [ "$(timeout "$T" stat -c %s "$B/d/size")" = $((10 + i)) ] || aq_fail "B's size after O_TRUNC $i"
+done
+# chmod, unlink, and a create after B looked the name up and found nothing.
+for mode in 600 640 755 700; do
+  chmod "$mode" "$A/d/size"
+  [ "$(timeout "$T" stat -c %a "$B/d/size")" = "$mode" ] || aq_fail "B's mode after chmod $mode"
+done
+rm "$A/d/size"
+timeout "$T" test ! -e "$B/d/size" || aq_fail "B still sees a file unlinked on A"
+for i in $(seq 1 10); do
+  timeout "$T" test ! -e "$B/d/later$i" || aq_fail "later$i exists before its create"
+  echo "x" >"$A/d/later$i"
+  timeout "$T" test -f "$B/d/later$i" || aq_fail "B does not see later$i created on A"
+done
+mkdir "$A/d/sub"
+mv "$A/d/sub" "$A/d/sub2"
+timeout "$T" test -d "$B/d/sub2" -a ! -e "$B/d/sub" || aq_fail "B's view of a directory renamed on A"
+aq_log "O_TRUNC sizes, chmod, unlink, negative lookups, directory rename: all seen at once on B"
+
+# Both mounts changing one directory at once: each change waits for the other mount's
+# acknowledgement while its own kernel holds the directory; neither may stall for long.
+mkdir "$A/busy"
+t0=$SECONDS
+(for i in $(seq 1 150); do echo a >"$A/busy/a$i"; mv "$A/busy/a$i" "$A/busy/A$i"; done) &
+pa=$!
+(for i in $(seq 1 150); do echo b >"$B/busy/b$i"; mv "$B/busy/b$i" "$B/busy/B$i"; done) &
+pb=$!
+aq_wait_for 120 "the two writers in one directory" aq_pid_gone "$pa"
+aq_wait_for 120 "the two writers in one directory" aq_pid_gone "$pb"
+wait "$pa" || aq_fail "writer on A failed"
+wait "$pb" || aq_fail "writer on B failed"
+[ "$(timeout "$T" ls "$A/busy" | wc -l)" = 300 ] || aq_fail "A lists $(ls "$A/busy" | wc -l) of 300"
+[ "$(timeout "$T" ls "$B/busy" | wc -l)" = 300 ] || aq_fail "B lists $(ls "$B/busy" | wc -l) of 300"
+aq_log "600 creates and renames from both mounts in one directory: $((SECONDS - t0)) s"
+if grep -q "lease broken" "$AQ_SCRATCH/meta.log"; then
+  aq_fail "a recall went unanswered: $(grep -c 'lease broken' "$AQ_SCRATCH/meta.log") broken leases"
+fi
+
+# A holder killed -9: A's changes wait at most until B's session expires (5 s here), or the
+# server's cache-lease bound (8 s), not forever.
+timeout "$T" stat "$B/d/ckpt" >/dev/null
+kill -KILL "${AQ_MOUNT_PIDS[1]}"
+wait "${AQ_MOUNT_PIDS[1]}" 2>/dev/null || true
+fusermount3 -uz "$B" 2>/dev/null || true
+t0=$SECONDS
+echo gone >"$A/d/ckpt.tmp"
+aq_within 20 "a rename while the holder is dead" mv "$A/d/ckpt.tmp" "$A/d/ckpt" ||
+  aq_fail "rename on A with B dead: $(cat "$AQ_SCRATCH/within.out")"
+[ $((SECONDS - t0)) -le 12 ] || aq_fail "rename on A waited $((SECONDS - t0)) s for a dead holder"
+[ "$(cat "$A/d/ckpt")" = gone ] || aq_fail "A's own view after the rename"
+aq_log "cache leases: all checks passed"
