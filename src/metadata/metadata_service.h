@@ -353,7 +353,8 @@ class MetadataService {
   // The inodes whose write lease `session` is asked to give back, waiting up to `wait` (capped
   // at kMaxRecallWait) for the first; empty when none came. Each recall is handed out once (a
   // session asked again while the first is handled gets another). Errors: kStale (unknown or
-  // expired session), kUnavailable (the server is stopping).
+  // expired session), kUnavailable (the server is stopping). WaitRecalls with nothing acked,
+  // keeping only the write leases (callers that cache nothing).
   static constexpr std::chrono::milliseconds kMaxRecallWait{10000};
   Result<std::vector<InodeId>> WaitRecall(SessionId session, std::chrono::milliseconds wait);
 

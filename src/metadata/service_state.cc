@@ -177,23 +177,9 @@ Status MetadataService::ReturnLease(InodeId ino, SessionId session) {
 
 Result<std::vector<InodeId>> MetadataService::WaitRecall(SessionId session,
                                                          std::chrono::milliseconds wait) {
-  const uint64_t s = session.value();
-  {
-    std::shared_lock lock(mu_);
-    if (s == 0 || !SessionAlive(s)) {
-      return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
-    }
-  }
-  wait = std::clamp(wait, std::chrono::milliseconds(0), kMaxRecallWait);
-  std::unique_lock lock(recall_mu_);
-  recall_cv_.wait_for(lock, wait, [&] { return recall_stop_ || recalls_.count(s) != 0; });
-  if (recall_stop_) return Unavailable("metadata server stopping");
-  std::vector<InodeId> out;
-  auto it = recalls_.find(s);
-  if (it == recalls_.end()) return out;
-  for (uint64_t ino : it->second) out.push_back(InodeId(ino));
-  recalls_.erase(it);
-  return out;
+  Result<Recalls> r = WaitRecalls(session, wait, 0);
+  if (!r.ok()) return r.status();
+  return std::move(r->write_leases);
 }
 
 void MetadataService::StopRecallWaits() {

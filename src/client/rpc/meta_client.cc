@@ -489,21 +489,14 @@ class GrpcMetaClient final : public MetaClient {
   // Does not wait out an outage (Retry::kBrief): the client's recall loop asks again.
   Result<std::vector<InodeId>> WaitRecall(SessionId session,
                                           std::chrono::milliseconds wait) override {
-    pb::WaitRecallRequest req;
-    req.set_session(session.value());
-    req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(wait.count(), 0, 10000)));
-    pb::WaitRecallResponse resp;
-    Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
-    if (!s.ok()) return s;
-    std::vector<InodeId> out;
-    for (uint64_t ino : resp.inodes()) out.push_back(InodeId(ino));
-    return out;
+    Result<Recalls> r = WaitRecalls(session, wait, 0);
+    if (!r.ok()) return r.status();
+    return std::move(r->write_leases);
   }
 
   void SetCacheSession(SessionId session) override {
     cache_session_.store(session.value(), std::memory_order_relaxed);
   }
-  // As WaitRecall (Retry::kBrief).
   Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
                               uint64_t acked_seq) override {
     pb::WaitRecallRequest req;
