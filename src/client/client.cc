@@ -106,13 +106,15 @@ Status Client::Impl::Start() {
       std::max<unsigned>(2, options_.readahead_stripes + 2));
   cache_ = std::make_unique<client::StripeCache>(options_.read_cache_bytes);
 
-  Result<client::SessionInfo> session = meta_->OpenSession(options_.client_name);
+  Result<client::SessionInfo> session =
+      meta_->OpenSession(options_.client_name, options_.cache_leases);
   if (!session.ok()) return session.status().WithPrefix("open session");
   session_.store(session->id.value());
   lease_ttl_ = session->lease_ttl;
   if (options_.cache_leases && session->cache_lease.count() > 0) {
     cache_leases_on_ = true;
-    meta_->SetCacheSession(session->id);
+    cache_lease_ = session->cache_lease;
+    meta_->SetCacheSession(session->id, cache_lease_);
     Logger("client")->info("cache leases on (the server recalls within {} ms)",
                            session->cache_lease.count());
   } else if (options_.cache_leases) {
@@ -213,13 +215,14 @@ bool Client::Impl::IsSessionLost(const Status& s) {
 void Client::Impl::RenewSession(SessionId lost) {
   std::lock_guard lock(renew_mu_);
   if (session() != lost) return;  // another thread renewed it already
-  Result<client::SessionInfo> fresh = meta_->OpenSession(options_.client_name);
+  Result<client::SessionInfo> fresh =
+      meta_->OpenSession(options_.client_name, cache_leases_on_.load());
   if (!fresh.ok()) {
     Logger("client")->warn("reopen session failed status={}", fresh.status().ToString());
     return;
   }
   session_.store(fresh->id.value());
-  if (cache_leases_on_) meta_->SetCacheSession(fresh->id);
+  if (cache_leases_on_) meta_->SetCacheSession(fresh->id, cache_lease_);
   Logger("client")->info("session renewed old={} new={}", lost.value(), fresh->id.value());
 }
 

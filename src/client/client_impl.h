@@ -329,6 +329,8 @@ class Client::Impl {
   // waits for other hosts' acknowledgements, which must not hold up this client's own acks).
   std::atomic<bool> cache_leases_on_{false};
   uint64_t acked_seq_ = 0;        // RecallLoop only: highest cache recall handled
+  uint64_t recall_epoch_ = 0;     // RecallLoop only: the server run acked_seq_ counts in
+  std::chrono::milliseconds cache_lease_{0};  // the server's, set before the threads start
   uint64_t acked_session_ = 0;    // the session acked_seq_ counts for
   std::deque<InodeId> give_queue_;  // guarded by recall_mu_
   std::thread giver_;

@@ -62,13 +62,26 @@ void Client::Impl::RecallLoop() {
     }
     const auto start = Clock::now();
     // Well inside one RPC deadline, so a long poll never looks like a lost server.
-    const auto wait = std::min<std::chrono::milliseconds>(kRecallWait, options_.rpc_timeout / 2);
+    // With cache leases, also well inside the half lease the client trusts its name lists for
+    // after each answer (client/rpc/dir_names.h).
+    auto wait = std::min<std::chrono::milliseconds>(kRecallWait, options_.rpc_timeout / 2);
+    if (cache_leases_on_) wait = std::min(wait, cache_lease_ / 4);
     const SessionId me = session();
     if (me.value() != acked_session_) {
       acked_session_ = me.value();  // a new session's recalls count from 1
       acked_seq_ = 0;
     }
-    Result<client::Recalls> recalls = meta_->WaitRecalls(me, wait, acked_seq_);
+    Result<client::Recalls> recalls = meta_->WaitRecalls(me, wait, acked_seq_, recall_epoch_);
+    if (recalls.ok() && recalls->recall_epoch != recall_epoch_) {
+      // A new server run: its seqs start again at 1 and it knows none of this client's leases
+      // (the client dropped its own caches; the kernel's age out within their timeouts).
+      if (recall_epoch_ != 0) {
+        Logger("client")->info("metadata server restarted (recall epoch {} -> {}); cached "
+                               "names dropped", recall_epoch_, recalls->recall_epoch);
+      }
+      recall_epoch_ = recalls->recall_epoch;
+      acked_seq_ = 0;
+    }
     if (!recalls.ok() && recalls.status().code() == Code::kNotSupported) {
       Logger("client")->info("metadata server has no write-lease recall; not asking again");
       return;

@@ -18,6 +18,8 @@ struct ScopeWaits {
   bool active = false;
   MetadataService* service = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> waits;
+  bool resync = false;  // a change ran while restored sessions had not resynced
+  uint64_t self = 0;    // the scope's session
 };
 thread_local ScopeWaits scope_waits;
 }  // namespace
@@ -31,7 +33,9 @@ void BeginScopeWaits() {
 void EndScopeWaits() {
   ScopeWaits done = std::move(scope_waits);
   scope_waits = ScopeWaits{};
-  if (done.service != nullptr && !done.waits.empty()) done.service->AwaitCacheRecalls(done.waits);
+  if (done.service != nullptr && (!done.waits.empty() || done.resync)) {
+    done.service->AwaitCacheRecalls(done.waits, done.resync, done.self);
+  }
 }
 
 void MetadataService::GrantCache(SessionId session, std::initializer_list<uint64_t> inodes) {
@@ -59,6 +63,11 @@ void MetadataService::RecallCaches(const Txn& txn) {
   for (const auto& [parent, name, d] : txn.dentries) changed.insert(parent.value());
   if (changed.empty()) return;
   const uint64_t self = CurrentRequestTag().session;
+  if (resync_open_.load() && scope_waits.active) {
+    scope_waits.service = this;
+    scope_waits.resync = true;
+    scope_waits.self = self;
+  }
 
   // A recall tells each holder what changed; it keeps its lease (it drops only what the recall
   // names, and its kernel keeps the inode's other names), so the holders stay until their session
@@ -121,10 +130,24 @@ void MetadataService::RecallCaches(const Txn& txn) {
   recall_cv_.notify_all();
 }
 
-void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits) {
+void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits,
+                                        bool resync, uint64_t self) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.cache_lease_ms);
   std::unique_lock lock(recall_mu_);
+  if (resync) {
+    // Sessions restored from the last run may trust names and attributes this change made
+    // stale; none of their leases is known here, so wait for each to drop its caches.
+    const bool synced = ack_cv_.wait_until(lock, resync_deadline_, [&] {
+      return recall_stop_ || resync_.empty() || (resync_.size() == 1 && resync_.count(self));
+    });
+    if (!synced && !resync_.empty() && resync_open_.exchange(false)) {
+      Logger("meta")->warn("cache leases: {} sessions did not resync within {} ms of the "
+                           "restart; their leases are broken", resync_.size(),
+                           options_.cache_lease_ms);
+      resync_.clear();
+    }
+  }
   for (const auto& [h, seq] : waits) {
     const bool acked = ack_cv_.wait_until(lock, deadline, [&, h = h, seq = seq] {
       auto it = cache_queues_.find(h);
@@ -142,7 +165,8 @@ void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, ui
 
 Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
                                                               std::chrono::milliseconds wait,
-                                                              uint64_t acked_seq) {
+                                                              uint64_t acked_seq,
+                                                              uint64_t recall_epoch) {
   const uint64_t s = session.value();
   {
     std::shared_lock lock(mu_);
@@ -152,6 +176,13 @@ Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
   }
   wait = std::clamp(wait, std::chrono::milliseconds(0), kMaxRecallWait);
   std::unique_lock lock(recall_mu_);
+  if (recall_epoch != recall_epoch_) {
+    acked_seq = 0;  // counted in another run's seqs (or none yet): acknowledges nothing here
+  } else if (resync_.erase(s) != 0) {
+    // It saw this run's epoch in an earlier answer and dropped its caches then.
+    if (resync_.empty()) resync_open_.store(false);
+    ack_cv_.notify_all();
+  }
   auto q = cache_queues_.find(s);
   if (q != cache_queues_.end() && acked_seq > q->second.acked) {
     // An ack past what was handed out is a confused client: it acknowledges what it was sent.
@@ -167,6 +198,7 @@ Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
   });
   if (recall_stop_) return Unavailable("metadata server stopping");
   Recalls out;
+  out.recall_epoch = recall_epoch_;
   auto it = recalls_.find(s);
   if (it != recalls_.end()) {
     for (uint64_t ino : it->second) out.write_leases.push_back(InodeId(ino));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "common/failpoint.h"
 #include "common/logging.h"
@@ -137,6 +138,8 @@ Status MetadataService::Load() {
   // Versions reserved before a restart may have been handed out: start past all of them.
   next_version_ = std::max<uint64_t>(version_reserved_, 1);
   generation_ = boot + 1;
+  // Unique per run (a restore can bring an old boot count back): the random low bits.
+  recall_epoch_ = (generation_ << 32) | (std::random_device{}() | 1u);
   map_version_ = map_version + 1;  // liveness is rebuilt, so clients must refetch
 
   StoreBatch batch;
@@ -257,6 +260,15 @@ Status MetadataService::LoadSessionState(int64_t now) {
     sess->client_name = rec.client_name;
     sess->last_seen_ms.store(now);
     sessions_[rec.id] = std::move(sess);
+    if (rec.caches && options_.cache_lease_ms > 0) resync_.insert(rec.id);
+  }
+  if (!resync_.empty()) {
+    resync_deadline_ =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.cache_lease_ms);
+    resync_open_.store(true);
+    Logger("meta")->info("cache leases: {} sessions cached names before the restart; changes "
+                         "wait up to {} ms for each to resync", resync_.size(),
+                         options_.cache_lease_ms);
   }
   size_t locks = 0, leases = 0, unknown = 0;
   for (auto& [ino, st] : *states) {
@@ -460,6 +472,7 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
     auto sess = std::make_unique<Session>();
     sess->client_name = rec.client_name;
     sess->last_seen_ms.store(clocks_.mono_ms());
+    sess->caches.store(rec.caches);
     sessions_[rec.id] = std::move(sess);
   }
   for (auto& [ino, st] : txn.states) InstallState(ino, std::move(st));
@@ -470,7 +483,9 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
       for (uint64_t ended : txn.ended_sessions) {
         recalls_.erase(ended);
         cache_queues_.erase(ended);  // a change waiting for its ack goes on
+        resync_.erase(ended);
       }
+      if (resync_.empty()) resync_open_.store(false);
     }
     ack_cv_.notify_all();
   }

@@ -330,7 +330,9 @@ class MetadataService {
   // `aquifer status` count them. Returns how many stripes are recorded for the inode now.
   // Errors: kNotFound, kInvalidArgument (not a regular file; more than 1024 stripes).
   Result<uint64_t> ReportLost(InodeId ino, const std::vector<uint64_t>& stripes);
-  Result<SessionGrant> OpenSession(std::string_view client_name);
+  // `caches`: the client will ask for cache leases; recorded with the session, so that after a
+  // restart the server holds other sessions' changes until this one resynced (WaitRecalls).
+  Result<SessionGrant> OpenSession(std::string_view client_name, bool caches = false);
   Status KeepAlive(SessionId session);
   Status CloseSession(SessionId session);
   // --- write-lease recall (docs/design.md "Write-lease recall") ---
@@ -376,11 +378,16 @@ class MetadataService {
   struct Recalls {
     std::vector<InodeId> write_leases;       // as WaitRecall
     std::vector<CacheRecall> cache_recalls;  // every one above acked_seq, in seq order
+    uint64_t recall_epoch = 0;               // this run's: seqs count in it
   };
   // As WaitRecall, and first records that `session` carried out every cache recall up to
-  // `acked_seq`. Returns at once when a cache recall above acked_seq is queued.
+  // `acked_seq`, counted in `recall_epoch` (the one a previous answer named; 0: none yet). An
+  // epoch of another run acknowledges nothing: the holder must drop every cache it has (this run
+  // knows none of its leases) and ask again with this run's epoch, which also ends the restart's
+  // hold on other sessions' changes for it. Returns at once when a cache recall above acked_seq
+  // is queued.
   Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
-                              uint64_t acked_seq);
+                              uint64_t acked_seq, uint64_t recall_epoch = 0);
   // How many sessions hold a cache lease on `ino` (tests).
   size_t CacheHolderCount(InodeId ino);
   // Wakes every WaitRecall and makes later ones return at once (server shutdown).
@@ -462,8 +469,8 @@ class MetadataService {
     std::string client_name;
     std::atomic<int64_t> last_seen_ms{0};
     std::unordered_set<uint64_t> inodes;  // inodes it has open, leased or locked
-    std::atomic<bool> caches{false};      // asked for a cache lease (memory only: a client
-                                          // asks again after a restart)
+    std::atomic<bool> caches{false};      // holds cache leases (asked at OpenSession, or named
+                                          // itself in a read; recorded only at OpenSession)
   };
   struct ServerState {
     ServerRecord record;
@@ -635,6 +642,14 @@ class MetadataService {
   std::unordered_map<uint64_t, std::vector<uint64_t>> cache_holders_;
   std::unordered_map<uint64_t, CacheQueue> cache_queues_;
   std::condition_variable ack_cv_;
+  // This run's recall epoch (random, non-zero). After a restart, the restored sessions that asked
+  // for cache leases (resync_) may still trust caches of the last run, whose leases this run never
+  // saw: every change waits until each of them asked with this epoch, ended, or resync_deadline_
+  // passed (start + cache_lease_ms). Guarded by recall_mu_; resync_open_ mirrors !resync_.empty().
+  uint64_t recall_epoch_ = 0;
+  std::set<uint64_t> resync_;
+  std::chrono::steady_clock::time_point resync_deadline_;
+  std::atomic<bool> resync_open_{false};
   // Records `session` as a cache holder of each inode (mu_ held, shared or exclusive).
   void GrantCache(SessionId session, std::initializer_list<uint64_t> inodes);
   void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
@@ -644,7 +659,9 @@ class MetadataService {
   void RecallCaches(const Txn& txn);
  public:
   // Waits for the recalls noted on this thread (no lock held). Called by ~RequestScope.
-  void AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits);
+  // `resync`: also wait for the restart's resync (resync_) of every session but `self`.
+  void AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits, bool resync,
+                         uint64_t self);
  private:
 
   std::mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_

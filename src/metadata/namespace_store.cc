@@ -454,6 +454,7 @@ void StoreBatch::PutSession(const SessionRecord& s) {
   Encoder e;
   e.U64(s.id);
   e.Str(s.client_name);
+  e.U8(s.caches ? 1 : 0);
   ops_.push_back({StoreOp::Kind::kPut, SessionKey(s.id), e.Take()});
 }
 void StoreBatch::DeleteSession(uint64_t session) {
@@ -733,6 +734,7 @@ Result<std::vector<SessionRecord>> NamespaceStore::LoadSessions() {
     SessionRecord s;
     s.id = d.U64();
     s.client_name = d.Str();
+    s.caches = !d.AtEnd() && d.U8() != 0;  // records written before cache leases end here
     if (!d.ok() || s.id == 0) bad = true;
     out.push_back(std::move(s));
     return !bad;

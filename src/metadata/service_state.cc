@@ -405,12 +405,13 @@ Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint
 }
 
 // --- sessions ---------------------------------------------------------------------------------
-Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name) {
+Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name, bool caches) {
   std::unique_lock lock(mu_);
   // Ids never repeat across restarts: the boot epoch is in the high bits.
   uint64_t id = (generation_ << 32) | (next_session_ + 1);
   Txn txn(this);
-  txn.new_sessions.push_back(SessionRecord{id, std::string(client_name)});
+  txn.new_sessions.push_back(
+      SessionRecord{id, std::string(client_name), caches && options_.cache_lease_ms > 0});
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   ++next_session_;
   Logger("meta")->info("open session={} client={}", id, client_name);

@@ -186,6 +186,8 @@ struct PgGcTask {
 struct SessionRecord {
   uint64_t id = 0;
   std::string client_name;
+  bool caches = false;  // asked for cache leases: after a restart it must resync before changes
+                        // of other sessions return (docs/design.md "Cache leases")
 };
 
 // F_RDLCK, F_WRLCK, F_UNLCK as numbered in proto LockRequest.

@@ -1522,7 +1522,7 @@ TEST_F(CacheLeaseTest, AChangeRecallsOtherHoldersAndWaitsForTheirAcknowledgement
   ASSERT_TRUE(again.ok());
   ASSERT_EQ(again->cache_recalls.size(), 1u);
   EXPECT_EQ(again->cache_recalls[0].seq, r.seq);
-  auto acked = svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), r.seq);
+  auto acked = svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), r.seq, got->recall_epoch);
   ASSERT_TRUE(acked.ok());
   EXPECT_TRUE(acked->cache_recalls.empty());
   ASSERT_TRUE(rename.get().ok());
@@ -1531,12 +1531,12 @@ TEST_F(CacheLeaseTest, AChangeRecallsOtherHoldersAndWaitsForTheirAcknowledgement
   // recalls it again.
   EXPECT_EQ(svc_->CacheHolderCount(d->ino), 1u);
   auto create = ChangeAs(a->session, [&] { return svc_->Mkdir(d->ino, "h", 0755, Root()).status(); });
-  auto next = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), r.seq);
+  auto next = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), r.seq, got->recall_epoch);
   ASSERT_TRUE(next.ok());
   ASSERT_EQ(next->cache_recalls.size(), 1u);
   EXPECT_GT(next->cache_recalls[0].seq, r.seq);
   ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0),
-                                next->cache_recalls[0].seq).ok());
+                                next->cache_recalls[0].seq, got->recall_epoch).ok());
   ASSERT_TRUE(create.get().ok());
   CheckInvariants();
 }
@@ -1611,9 +1611,84 @@ TEST_F(CacheLeaseTest, ReadDirPlusCoversTheEntriesAndAnUnlinkRecallsThem) {
   EXPECT_TRUE(inodes.count(f.ino));  // gone
   EXPECT_TRUE(inodes.count(kRootInode));
   EXPECT_TRUE(names.count({kRootInode, "f"}));
-  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), last).ok());
+  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), last, got->recall_epoch).ok());
   ASSERT_TRUE(rm.get().ok());
   EXPECT_EQ(svc_->CacheHolderCount(f.ino), 0u);
+}
+
+// A restart forgets every lease, and the seqs start again at 1. Before this, a holder's old
+// acked_seq acknowledged the new run's first recalls unseen; now an ack counts only in the epoch
+// it names, and changes wait until each restored caching session has resynced.
+TEST_F(CacheLeaseTest, ARestartStartsANewEpochAndChangesWaitForRestoredHoldersToResync) {
+  UseRocksStore("cache-restart");
+  AddServers(6);
+  auto a = svc_->OpenSession("a", /*caches=*/true);
+  auto b = svc_->OpenSession("b", /*caches=*/true);
+  auto d = svc_->Mkdir(kRootInode, "d", 0755, Root());
+  ASSERT_TRUE(d.ok());
+  // b takes and acknowledges a few recalls, so its acked seq is past what a new run starts at.
+  uint64_t acked = 0, epoch = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(svc_->Lookup(d->ino, "n" + std::to_string(i), Root(), b->session).status().code(),
+              Code::kNotFound);
+    auto mk = ChangeAs(a->session, [&, i] {
+      return svc_->Mkdir(d->ino, "n" + std::to_string(i), 0755, Root()).status();
+    });
+    auto got = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), acked, epoch);
+    ASSERT_TRUE(got.ok());
+    ASSERT_FALSE(got->cache_recalls.empty());
+    acked = got->cache_recalls.back().seq;
+    epoch = got->recall_epoch;
+    ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), acked, epoch).ok());
+    ASSERT_TRUE(mk.get().ok());
+  }
+  ASSERT_GE(acked, 3u);
+
+  ReopenRocksStore();  // "crash"; a and b come back with the store
+  AddServers(6);
+  // b has not called since the restart: a's change waits for it (b may trust d's old names).
+  auto t0 = std::chrono::steady_clock::now();
+  auto held = ChangeAs(a->session, [&] { return svc_->Mkdir(d->ino, "held", 0755, Root()).status(); });
+  EXPECT_EQ(held.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  // b asks with its old epoch and seq: nothing is acknowledged, and it learns the new epoch.
+  auto first = svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), acked, epoch);
+  ASSERT_TRUE(first.ok());
+  EXPECT_NE(first->recall_epoch, epoch);
+  EXPECT_EQ(held.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  // Its next ask names the new epoch: it dropped its caches; a's change goes on.
+  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), 0,
+                                first->recall_epoch).ok());
+  ASSERT_TRUE(held.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+
+  // The new run's recall seq 1 is not acknowledged by b's old seq.
+  EXPECT_EQ(svc_->Lookup(d->ino, "late", Root(), b->session).status().code(), Code::kNotFound);
+  auto late = ChangeAs(a->session, [&] { return svc_->Mkdir(d->ino, "late", 0755, Root()).status(); });
+  auto got = svc_->WaitRecalls(b->session, std::chrono::milliseconds(2000), acked, epoch);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->cache_recalls.size(), 1u);
+  EXPECT_EQ(got->cache_recalls[0].seq, 1u);
+  EXPECT_EQ(late.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_TRUE(svc_->WaitRecalls(b->session, std::chrono::milliseconds(0), 1,
+                                got->recall_epoch).ok());
+  ASSERT_TRUE(late.get().ok());
+
+  // A restored session that never calls again holds changes for at most cache_lease_ms.
+  ReopenRocksStore();
+  AddServers(6);
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(ChangeAs(a->session, [&] {
+                return svc_->Mkdir(d->ino, "silent", 0755, Root()).status();
+              }).get().ok());
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(2000));
+  EXPECT_LT(waited, std::chrono::milliseconds(6000));
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(ChangeAs(a->session, [&] {
+                return svc_->Mkdir(d->ino, "after", 0755, Root()).status();
+              }).get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  CheckInvariants();
 }
 
 TEST_F(CacheLeaseTest, OffMeansNoLeasesAndNoWaits) {

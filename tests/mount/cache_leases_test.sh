@@ -75,6 +75,44 @@ if grep -q "lease broken" "$AQ_SCRATCH/meta.log"; then
   aq_fail "a recall went unanswered: $(grep -c 'lease broken' "$AQ_SCRATCH/meta.log") broken leases"
 fi
 
+# Directories whose every name B knows (client/rpc/dir_names.h), so B answers their negative
+# lookups itself: one B made, and one B listed after lookups there missed. A name A makes or
+# removes there is seen on B at once, also for a name B just found absent.
+mkdir "$B/mine" "$A/theirs"
+for i in $(seq 1 8); do
+  timeout "$T" test ! -e "$B/mine/m$i" || aq_fail "m$i exists in B's new directory"
+  timeout "$T" test ! -e "$B/theirs/t$i" || aq_fail "t$i exists before its create"
+done
+for i in $(seq 1 8); do
+  echo "m$i" >"$A/mine/m$i"
+  [ "$(timeout "$T" cat "$B/mine/m$i" 2>&1)" = "m$i" ] || aq_fail "B does not see mine/m$i made on A"
+  echo "t$i" >"$A/theirs/t$i"
+  [ "$(timeout "$T" cat "$B/theirs/t$i" 2>&1)" = "t$i" ] || aq_fail "B does not see theirs/t$i"
+  mv "$A/theirs/t$i" "$A/mine/moved$i"
+  timeout "$T" test ! -e "$B/theirs/t$i" -a -f "$B/mine/moved$i" ||
+    aq_fail "B's view of theirs/t$i renamed on A into B's directory"
+done
+# B's own creates there keep its list whole: each is found by B and by A.
+for i in $(seq 1 20); do echo "b$i" >"$B/mine/b$i"; done
+[ "$(timeout "$T" ls "$A/mine" | wc -l)" = 36 ] || aq_fail "A lists $(ls "$A/mine" | wc -l) of 36"
+[ "$(cat "$B/mine/b20")" = b20 ] || aq_fail "B's own create b20"
+aq_log "known-complete directories on B: every change on A seen at once"
+
+# aquifer-meta killed -9 and started again: it knows none of the leases and counts recalls
+# from 1 again. B's lists and acknowledgements are of the old run; changes on A must still be
+# seen on B at once once A's call returned.
+kill -KILL "$AQ_META_PID"
+wait "$AQ_META_PID" 2>/dev/null || true
+aq_start_meta
+for i in $(seq 1 8); do
+  timeout "$T" test ! -e "$B/mine/r$i" || aq_fail "r$i exists before its create (after the restart)"
+  aq_within 30 "a create on A after the restart" sh -c "echo r$i >'$A/mine/r$i'" ||
+    aq_fail "create on A after the restart: $(cat "$AQ_SCRATCH/within.out")"
+  [ "$(timeout "$T" cat "$B/mine/r$i" 2>&1)" = "r$i" ] ||
+    aq_fail "B does not see mine/r$i made on A after the metadata server restarted"
+done
+aq_log "after a metadata server restart: 8 of 8 creates on A seen at once on B"
+
 # A holder killed -9: A's changes wait at most until B's session expires (5 s here), or the
 # server's cache-lease bound (8 s), not forever.
 timeout "$T" stat "$B/d/ckpt" >/dev/null

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>  // RENAME_EXCHANGE
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <unordered_map>
 
 #include "aquifer/units.h"
+#include "client/rpc/dir_names.h"
 #include "common/logging.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
@@ -167,12 +169,39 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& c) override {
+    const uint64_t cacher = cache_session_.load(std::memory_order_relaxed);
+    if (cacher != 0 && names_.Find(parent, name) == DirNames::Known::kAbsent) {
+      return NotFound("no entry '" + std::string(name) + "' in inode " + parent.ToString() +
+                      " (every name of it is known under the cache lease)");
+    }
     pb::LookupRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
     ToPb(c, req.mutable_caller());
-    req.set_session(cache_session_.load(std::memory_order_relaxed));
-    return AttrCall(&pb::MetaService::Stub::Lookup, req, Retry::kYes);
+    req.set_session(cacher);
+    Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Lookup, req, Retry::kYes);
+    if (cacher != 0 && !attr.ok() && attr.status().code() == Code::kNotFound &&
+        names_.NoteMiss(parent)) {
+      ListNames(parent, c);
+    }
+    return attr;
+  }
+
+  // Reads every name of `dir` for names_ (a few lookups there missed). Gives up on an error or a
+  // directory past the list's limit; the lookups then keep asking the server.
+  void ListNames(InodeId dir, const Caller& c) {
+    const DirNames::Ticket ticket = names_.Begin(dir);
+    std::vector<std::string> all;
+    uint64_t cookie = 0;
+    for (;;) {
+      Result<DirPage> page = ReadDir(dir, cookie, kListPage, /*plus=*/false, c);
+      if (!page.ok()) return;
+      for (DirEntry& e : page->entries) all.push_back(std::move(e.name));
+      if (page->eof) break;
+      if (page->entries.empty() || all.size() > kMaxListedNames) return;
+      cookie = page->entries.back().cookie;
+    }
+    names_.Install(dir, ticket, std::move(all));
   }
 
   Result<Attributes> GetAttr(InodeId inode) override {
@@ -218,7 +247,11 @@ class GrpcMetaClient final : public MetaClient {
     pb::CreateResponse resp;
     const uint64_t xattr_epoch = xattr_changes_.load();
     Status s = FromRpc(Call(&pb::MetaService::Stub::Create, req, &resp, Retry::kNo), &resp);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      names_.Forget(parent);
+      return s;
+    }
+    names_.Added(parent, name);
     RememberDirs(resp.dir_attrs());
     if (resp.created()) RememberNoXattrs(InodeId(resp.attr().ino()), {}, xattr_epoch);
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
@@ -231,7 +264,16 @@ class GrpcMetaClient final : public MetaClient {
     req.set_name(std::string(name));
     req.set_mode(mode);
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Mkdir, req, Retry::kNo);
+    const DirNames::Ticket ticket = names_.Begin(InodeId());
+    Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Mkdir, req, Retry::kNo);
+    if (!attr.ok()) {
+      names_.Forget(parent);
+      return attr;
+    }
+    names_.Added(parent, name);
+    // Empty, and this session's reply granted it the new directory's lease.
+    if (cache_session_.load(std::memory_order_relaxed) != 0) names_.Install(attr->inode, ticket, {});
+    return attr;
   }
 
   Result<Attributes> Symlink(InodeId parent, std::string_view name, std::string_view target,
@@ -241,7 +283,9 @@ class GrpcMetaClient final : public MetaClient {
     req.set_name(std::string(name));
     req.set_target(std::string(target));
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Symlink, req, Retry::kNo);
+    Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Symlink, req, Retry::kNo);
+    NoteCreated(parent, name, attr.status());
+    return attr;
   }
 
   Result<Attributes> Link(InodeId inode, InodeId new_parent, std::string_view new_name,
@@ -251,7 +295,9 @@ class GrpcMetaClient final : public MetaClient {
     req.set_new_parent(new_parent.value());
     req.set_new_name(std::string(new_name));
     ToPb(c, req.mutable_caller());
-    return AttrCall(&pb::MetaService::Stub::Link, req, Retry::kNo);
+    Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Link, req, Retry::kNo);
+    NoteCreated(new_parent, new_name, attr.status());
+    return attr;
   }
 
   Status Unlink(InodeId parent, std::string_view name, const Caller& c) override {
@@ -272,7 +318,18 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     pb::StatusResponse resp;
     Status s = FromRpc(Call(&pb::MetaService::Stub::Rename, req, &resp, Retry::kNo), &resp);
-    if (s.ok()) RememberDirs(resp.dir_attrs());
+    if (!s.ok()) {
+      names_.Forget(parent);
+      names_.Forget(new_parent);
+      return s;
+    }
+    if (flags & RENAME_EXCHANGE) {
+      names_.Added(parent, name);  // an exchange keeps both names
+    } else {
+      names_.Removed(parent, name);
+    }
+    names_.Added(new_parent, new_name);
+    RememberDirs(resp.dir_attrs());
     return s;
   }
 
@@ -455,9 +512,11 @@ class GrpcMetaClient final : public MetaClient {
     return FromRpc(Call(&pb::MetaService::Stub::ReportLost, req, &resp, Retry::kYes), &resp);
   }
 
-  Result<SessionInfo> OpenSession(std::string_view client_name) override {
+  using MetaClient::OpenSession;
+  Result<SessionInfo> OpenSession(std::string_view client_name, bool cache_leases) override {
     pb::OpenSessionRequest req;
     req.set_client_name(std::string(client_name));
+    req.set_cache_leases(cache_leases);
     pb::OpenSessionResponse resp;
     // A duplicate (the first reached the server, its reply was lost) is an unused session that
     // expires after its lease TTL: harmless to repeat.
@@ -489,24 +548,42 @@ class GrpcMetaClient final : public MetaClient {
   // Does not wait out an outage (Retry::kBrief): the client's recall loop asks again.
   Result<std::vector<InodeId>> WaitRecall(SessionId session,
                                           std::chrono::milliseconds wait) override {
-    Result<Recalls> r = WaitRecalls(session, wait, 0);
+    Result<Recalls> r = WaitRecalls(session, wait, 0, 0);
     if (!r.ok()) return r.status();
     return std::move(r->write_leases);
   }
 
-  void SetCacheSession(SessionId session) override {
+  void SetCacheSession(SessionId session, std::chrono::milliseconds lease) override {
     cache_session_.store(session.value(), std::memory_order_relaxed);
+    names_.ForgetAll();  // the leases were the old session's
+    names_.SetLease(session.value() == 0 ? std::chrono::milliseconds(0) : lease);
   }
   Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
-                              uint64_t acked_seq) override {
+                              uint64_t acked_seq, uint64_t recall_epoch) override {
     pb::WaitRecallRequest req;
     req.set_session(session.value());
     req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(wait.count(), 0, 10000)));
     req.set_acked_seq(acked_seq);
+    req.set_recall_epoch(recall_epoch);
     pb::WaitRecallResponse resp;
+    const auto sent = SteadyClock::now();
     Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
     if (!s.ok()) return s;
+    if (resp.recall_epoch() != seen_recall_epoch_.exchange(resp.recall_epoch())) {
+      // A new server run (or the first answer): it knows none of this client's leases.
+      names_.ForgetAll();
+      ForgetAllDirs();
+      ForgetAllXattrAbsences();
+    }
+    // What this client caches itself goes before trust is renewed (the caller handles the rest
+    // and acknowledges with its next call).
+    for (const pb::CacheRecall& r : resp.cache_recalls()) {
+      for (uint64_t ino : r.inodes()) ForgetCached(InodeId(ino));
+      for (const pb::CacheEntryName& e : r.entries()) names_.Recalled(InodeId(e.parent()), e.name());
+    }
+    if (session.value() == cache_session_.load(std::memory_order_relaxed)) names_.Heard(sent);
     Recalls out;
+    out.recall_epoch = resp.recall_epoch();
     for (uint64_t ino : resp.inodes()) out.write_leases.push_back(InodeId(ino));
     for (const pb::CacheRecall& r : resp.cache_recalls()) {
       CacheRecall c;
@@ -869,8 +946,21 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     pb::RemoveResponse resp;
     Status s = FromRpc(Call(method, req, &resp, retry), &resp);
-    if (s.ok()) RememberDirs(resp.dir_attrs());
+    if (!s.ok()) {
+      names_.Forget(parent);
+      return s;
+    }
+    names_.Removed(parent, name);
+    RememberDirs(resp.dir_attrs());
     return s;
+  }
+
+  void NoteCreated(InodeId parent, std::string_view name, const Status& s) {
+    if (s.ok()) {
+      names_.Added(parent, name);
+    } else {
+      names_.Forget(parent);  // failed, or an outcome this client cannot know
+    }
   }
 
   // --- directory attribute cache ---------------------------------------------------------------
@@ -903,6 +993,10 @@ class GrpcMetaClient final : public MetaClient {
     if (attr_cache_ttl_.count() <= 0) return;
     std::lock_guard lock(dir_mu_);
     dirs_.erase(inode.value());
+  }
+  void ForgetAllDirs() {
+    std::lock_guard lock(dir_mu_);
+    dirs_.clear();
   }
   std::optional<Attributes> CachedDir(InodeId inode) {
     if (attr_cache_ttl_.count() <= 0) return std::nullopt;
@@ -976,6 +1070,11 @@ class GrpcMetaClient final : public MetaClient {
     std::lock_guard lock(xattr_mu_);
     absent_xattrs_.erase(inode.value());
   }
+  void ForgetAllXattrAbsences() {
+    xattr_changes_.fetch_add(1);
+    std::lock_guard lock(xattr_mu_);
+    absent_xattrs_.clear();
+  }
   template <typename Fn>
   Status ChangingXattrs(InodeId inode, Fn&& call) {
     ForgetXattrAbsences(inode);
@@ -1048,6 +1147,12 @@ class GrpcMetaClient final : public MetaClient {
   std::atomic<uint64_t> xattr_changes_{0};  // SetXattr/RemoveXattr calls started or ended
   std::mutex dir_mu_;  // guards dirs_
   std::unordered_map<uint64_t, DirEntryCache> dirs_;
+  // Complete directory name lists under the cache session's leases (dir_names.h); the recall
+  // epoch of the last WaitRecall answer (a change drops every cache).
+  static constexpr uint32_t kListPage = 1024;
+  static constexpr size_t kMaxListedNames = 1 << 16;
+  DirNames names_;
+  std::atomic<uint64_t> seen_recall_epoch_{0};
 };
 
 }  // namespace

@@ -50,6 +50,7 @@ struct CacheRecall {
 struct Recalls {
   std::vector<InodeId> write_leases;
   std::vector<CacheRecall> cache_recalls;  // in seq order
+  uint64_t recall_epoch = 0;  // the server run's; the seqs count in it (0: no cache leases)
 };
 
 class MetaClient {
@@ -125,7 +126,12 @@ class MetaClient {
     (void)stripes;
     return OkStatus();
   }
-  virtual Result<SessionInfo> OpenSession(std::string_view client_name) = 0;
+  // `cache_leases`: this client will cache under cache leases (SetCacheSession); the server
+  // records it with the session, so that after a restart it waits for this client to resync.
+  virtual Result<SessionInfo> OpenSession(std::string_view client_name, bool cache_leases) = 0;
+  Result<SessionInfo> OpenSession(std::string_view client_name) {
+    return OpenSession(client_name, false);
+  }
   virtual Status KeepAlive(SessionId session) = 0;
   virtual Status CloseSession(SessionId session) = 0;
   // Write-lease recall (docs/design.md "Write-lease recall"). AcquireLease takes the lease of a
@@ -153,14 +159,21 @@ class MetaClient {
   }
   // Cache leases (docs/design.md "Cache leases"). SetCacheSession: later Lookup, GetAttr and
   // ReadDir calls name `session` (0: none), so the server recalls what they answered before
-  // another session changes it. WaitRecalls: WaitRecall, and the cache recalls above
-  // `acked_seq` (acknowledging every one up to it). ForgetCached drops what this client caches
-  // of the inode itself (directory attributes, known-absent xattrs). Thread-safe. Defaults
-  // (fakes): no cache session, WaitRecall's answer, nothing cached.
-  virtual void SetCacheSession(SessionId session) { (void)session; }
+  // another session changes it within `lease` (the server's cache_lease_ms); it drops every
+  // cache of the previous session. WaitRecalls: WaitRecall, and the cache recalls above
+  // `acked_seq`, counted in `recall_epoch` (the one the last answer named; acknowledging every
+  // one up to it); an answer naming a new epoch (the server restarted) makes this client drop
+  // every cache first, and the caller must ack from 0 in it. ForgetCached drops what this client
+  // caches of the inode itself (directory attributes, known-absent xattrs). Thread-safe.
+  // Defaults (fakes): no cache session, WaitRecall's answer, nothing cached.
+  virtual void SetCacheSession(SessionId session, std::chrono::milliseconds lease) {
+    (void)session;
+    (void)lease;
+  }
   virtual Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
-                                      uint64_t acked_seq) {
+                                      uint64_t acked_seq, uint64_t recall_epoch) {
     (void)acked_seq;
+    (void)recall_epoch;
     Result<std::vector<InodeId>> r = WaitRecall(session, wait);
     if (!r.ok()) return r.status();
     return Recalls{std::move(*r), {}};

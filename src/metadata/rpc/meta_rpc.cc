@@ -566,7 +566,7 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status OpenSession(grpc::ServerContext*, const pb::OpenSessionRequest* req,
                            pb::OpenSessionResponse* resp) override {
-    auto r = svc_->OpenSession(req->client_name());
+    auto r = svc_->OpenSession(req->client_name(), req->cache_leases());
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
       resp->set_session(r->session.value());
@@ -620,9 +620,10 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status AnswerWaitRecall(const pb::WaitRecallRequest& req, std::chrono::milliseconds wait,
                                 pb::WaitRecallResponse* resp) {
     Result<MetadataService::Recalls> r =
-        svc_->WaitRecalls(SessionId(req.session()), wait, req.acked_seq());
+        svc_->WaitRecalls(SessionId(req.session()), wait, req.acked_seq(), req.recall_epoch());
     SetStatus(resp->mutable_status(), r.status());
     if (!r.ok()) return grpc::Status::OK;
+    resp->set_recall_epoch(r->recall_epoch);
     for (InodeId ino : r->write_leases) resp->add_inodes(ino.value());
     for (const MetadataService::CacheRecall& c : r->cache_recalls) {
       pb::CacheRecall* out = resp->add_cache_recalls();
