@@ -188,13 +188,15 @@ int Run(int argc, char** argv) {
     return 1;
   }
   daemon.session = se;
-  if (opts.cache_leases) {
-    // A recall is acknowledged once the kernel dropped what it names, or after 50 ms when a
-    // request of this mount holds the directory (see kernel_invalidator.h).
-    invalidator = std::make_unique<KernelInvalidator>(se, std::chrono::milliseconds(50));
-  }
 
   int notify_fd = opts.foreground ? -1 : ForkAndWait();
+  if (opts.cache_leases) {
+    // A recall is acknowledged once the kernel dropped what it names, or after 50 ms when a
+    // request of this mount holds the directory (see kernel_invalidator.h). Made after the fork:
+    // a thread started before it would not exist in the daemon (its join waited forever on a
+    // thread id the daemon's next thread took, and no recall reached the kernel).
+    invalidator = std::make_unique<KernelInvalidator>(se, std::chrono::milliseconds(50));
+  }
 
   // Threads the client library starts inherit a blocked mask, so the termination signals reach
   // this thread, where the session loop waits.

@@ -151,7 +151,7 @@ const char* UsageText() {
          "[--log-file F]\n"
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
-         "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 0),\n"
+         "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
          "  for an unreachable or restarting aquifer-meta, 0..3600, default 120, then EIO);\n"

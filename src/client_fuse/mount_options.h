@@ -31,9 +31,10 @@ struct MountOptions {
   std::string client_name;            // -o client_name=: shown by aquifer-meta (default host:pid)
   bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
-  bool cache_leases = false;          // -o cache_leases=0|1: take cache leases, so other hosts'
+  bool cache_leases = true;           // -o cache_leases=0|1: take cache leases, so other hosts'
                                       // changes drop this kernel's names and attributes before
-                                      // they return there (docs/design.md "Cache leases")
+                                      // they return there (docs/design.md "Cache leases");
+                                      // default 1
   double lease_wait_s = 30;           // -o lease_wait=S: an open for write waits this long for
                                       // another host's write lease, then fails with EAGAIN
   double meta_wait_s = 120;           // -o meta_wait=S (0..3600): a metadata call waits this

@@ -98,6 +98,15 @@ for i in $(seq 1 20); do echo "b$i" >"$B/mine/b$i"; done
 [ "$(cat "$B/mine/b20")" = b20 ] || aq_fail "B's own create b20"
 aq_log "known-complete directories on B: every change on A seen at once"
 
+# Rounds in one directory, each way (coherence_rounds.py): create after a negative lookup,
+# O_TRUNC rewrite, chmod, append, rename-over and unlink on one mount, each seen at once on the
+# other, buffered and O_DIRECT. B made the directory, so B answers its absent names itself.
+mkdir "$B/rounds"
+t0=$SECONDS
+got=$(timeout 300 /usr/bin/python3 "$(dirname "$0")/coherence_rounds.py" "$A/rounds" "$B/rounds" \
+  "${AQ_COHERENCE_ROUNDS:-1000}" 2>&1) || aq_fail "$got"
+aq_log "$got ($((SECONDS - t0)) s)"
+
 # aquifer-meta killed -9 and started again: it knows none of the leases and counts recalls
 # from 1 again. B's lists and acknowledgements are of the old run; changes on A must still be
 # seen on B at once once A's call returned.

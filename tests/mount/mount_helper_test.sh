@@ -39,6 +39,16 @@ done
 AQ_MOUNT_PIDS+=("$daemon")
 grep -q "aquifer:$AQ_META_ADDR $M fuse.aquifer" /proc/mounts || aq_fail "mount table entry"
 echo hello >"$M/hello" && [ "$(cat "$M/hello")" = hello ] || aq_fail "I/O through mount(8) mount"
+# Another mount's chmod reaches the daemon's kernel at once (attr_timeout is 2 s): its cache
+# lease recalls go through a thread of the daemon. That thread was once made before the fork, so
+# the daemon had none: no recall reached its kernel, and it hung at exit joining it.
+aq_mount "$AQ_SCRATCH/other"
+for mode in 600 640 604; do
+  timeout "$T" stat "$M/hello" >/dev/null
+  chmod "$mode" "$AQ_SCRATCH/other/hello"
+  [ "$(timeout "$T" stat -c %a "$M/hello")" = "$mode" ] ||
+    aq_fail "the mount(8) mount's mode after a chmod on another mount: $(stat -c %a "$M/hello"), wanted $mode"
+done
 
 # SIGTERM with a file still open for write: the daemon unmounts and flushes it.
 aq_random_file "$AQ_SCRATCH/payload" 3 51

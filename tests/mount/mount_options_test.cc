@@ -115,11 +115,11 @@ TEST(MountOptionsTest, WiresAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_TRUE(o->fuse_options.empty());
 }
 
-TEST(MountOptionsTest, CacheLeasesAreOffByDefaultAndTakeOnlyZeroOrOne) {
-  EXPECT_FALSE(Parse({"h:1", "/m"})->cache_leases);
-  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "cache_leases=1"});
+TEST(MountOptionsTest, CacheLeasesAreOnByDefaultAndTakeOnlyZeroOrOne) {
+  EXPECT_TRUE(Parse({"h:1", "/m"})->cache_leases);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "cache_leases=0"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_TRUE(o->cache_leases);
+  EXPECT_FALSE(o->cache_leases);
   EXPECT_TRUE(o->data_wire);
   EXPECT_TRUE(o->fuse_options.empty());
   for (const char* bad : {"cache_leases=2", "cache_leases=", "cache_leases=yes"}) {

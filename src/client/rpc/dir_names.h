@@ -37,7 +37,7 @@ class DirNames {
   using Clock = std::chrono::steady_clock;
   struct Limits {
     size_t max_names_per_dir = 1 << 16;  // a larger directory is not listed (nor kept growing)
-    size_t max_names = 1 << 20;          // over all directories; past it every list is dropped
+    size_t max_names = 1 << 18;          // over all directories; past it every list is dropped
     size_t max_unsure_per_dir = 1024;    // recalled names per list; past it the list is dropped
     uint32_t first_listing_after = 4;    // misses in a directory before it is listed; doubles
     uint32_t max_listing_after = 1024;   //   after each listing, up to this

@@ -575,8 +575,13 @@ TEST_F(MetaRpcTest, ARenameRecallsACachedNameAndAnswersAfterTheAcknowledgement) 
   EXPECT_TRUE(names_x);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(renamed.load());  // held for b's acknowledgement
-  wait.set_acked_seq(r.seq());
+  EXPECT_NE(got.recall_epoch(), 0u);
+  wait.set_acked_seq(r.seq());  // an ack counts only in the epoch it names
   pb::WaitRecallResponse after;
+  ASSERT_TRUE(stub().WaitRecall(Ctx().get(), wait, &after).ok());
+  EXPECT_EQ(after.cache_recalls_size(), 1);
+  EXPECT_FALSE(renamed.load());
+  wait.set_recall_epoch(got.recall_epoch());
   ASSERT_TRUE(stub().WaitRecall(Ctx().get(), wait, &after).ok());
   EXPECT_EQ(after.cache_recalls_size(), 0);
   renamer.join();
