@@ -23,7 +23,8 @@ if [ ! -e /sbin/mount.fuse.aquifer ]; then
   ln -s "$AQ_MOUNT_HELPER" /sbin/mount.fuse.aquifer && created_link=1
 fi
 cleanup_link() { [ $created_link = 1 ] && rm -f /sbin/mount.fuse.aquifer; return 0; }
-trap 'cleanup_link; aq_teardown' EXIT
+# cleanup_link returns 0: the script's own status must reach aq_teardown (it exits with it).
+trap 'rc=$?; cleanup_link; (exit $rc); aq_teardown' EXIT
 AQ_MOUNTS+=("$M")
 timeout "$T" mount -t fuse.aquifer "$AQ_META_ADDR" "$M" \
   -o "rw,_netdev,noauto,nofail,x-systemd.automount,attr_timeout=2,entry_timeout=2,log_file=$AQ_SCRATCH/helper.log" ||
