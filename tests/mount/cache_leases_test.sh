@@ -96,6 +96,12 @@ done
 for i in $(seq 1 20); do echo "b$i" >"$B/mine/b$i"; done
 [ "$(timeout "$T" ls "$A/mine" | wc -l)" = 36 ] || aq_fail "A lists $(ls "$A/mine" | wc -l) of 36"
 [ "$(cat "$B/mine/b20")" = b20 ] || aq_fail "B's own create b20"
+# rename(2) between two links of one inode does nothing (POSIX): B's list keeps both names.
+echo l >"$B/mine/link1"
+ln "$B/mine/link1" "$B/mine/link2"
+/usr/bin/python3 -c "import os,sys; os.rename(sys.argv[1], sys.argv[2])" "$B/mine/link1" "$B/mine/link2"
+timeout "$T" test -f "$B/mine/link1" -a -f "$B/mine/link2" || aq_fail "a rename between two links lost a name on B"
+rm "$B/mine/link1" "$B/mine/link2"
 aq_log "known-complete directories on B: every change on A seen at once"
 
 # Rounds in one directory, each way (coherence_rounds.py): create after a negative lookup,

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>  // RENAME_EXCHANGE
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -316,6 +315,8 @@ class GrpcMetaClient final : public MetaClient {
     req.set_new_name(std::string(new_name));
     req.set_flags(flags);
     ToPb(c, req.mutable_caller());
+    const bool target_was_absent =
+        names_.Find(new_parent, new_name) == DirNames::Known::kAbsent;
     pb::StatusResponse resp;
     Status s = FromRpc(Call(&pb::MetaService::Stub::Rename, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) {
@@ -323,10 +324,13 @@ class GrpcMetaClient final : public MetaClient {
       names_.Forget(new_parent);
       return s;
     }
-    if (flags & RENAME_EXCHANGE) {
-      names_.Added(parent, name);  // an exchange keeps both names
-    } else {
+    // The old name is gone only if the new one was known absent: an exchange keeps it, and so
+    // does a rename between two links of one inode (POSIX: nothing happens). Otherwise it is
+    // asked of the server again.
+    if (target_was_absent) {
       names_.Removed(parent, name);
+    } else {
+      names_.Recalled(parent, name);
     }
     names_.Added(new_parent, new_name);
     RememberDirs(resp.dir_attrs());
