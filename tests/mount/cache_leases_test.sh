@@ -113,6 +113,26 @@ got=$(timeout 300 /usr/bin/python3 "$(dirname "$0")/coherence_rounds.py" "$A/rou
   "${AQ_COHERENCE_ROUNDS:-1000}" 2>&1) || aq_fail "$got"
 aq_log "$got ($((SECONDS - t0)) s)"
 
+# Attributes answered by the client (client/rpc/dir_names.h): mount C's kernel caches nothing, so
+# each stat there is C's client's to answer. After 16 stats in a directory C lists it with
+# attributes and answers the rest itself; every change on A, and C's own, shows in C's next stat.
+C=$AQ_SCRATCH/c
+aq_mount "$C" -o cache_leases=1,entry_timeout=0,attr_timeout=0
+mkdir "$A/kept"
+got=$(timeout 120 /usr/bin/python3 "$(dirname "$0")/kept_attrs.py" "$A/kept" "$C/kept" 2>&1) ||
+  aq_fail "$got"
+aq_log "$got"
+mkdir "$C/rounds2"
+got=$(timeout 300 /usr/bin/python3 "$(dirname "$0")/coherence_rounds.py" "$A/rounds2" "$C/rounds2" \
+  "${AQ_COHERENCE_ROUNDS_C:-300}" 2>&1) || aq_fail "A and C: $got"
+aq_log "A and C (no kernel caching on C): $got"
+aq_umount "$C"
+kept=$(grep -o "cache leases: answered here.*" "$AQ_SCRATCH/mount2.log") ||
+  aq_fail "C logged no cache-lease counts at unmount"
+found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
+[ "$found" -ge 150 ] || aq_fail "C answered only $found lookups from kept attributes: $kept"
+aq_log "C: $kept"
+
 # aquifer-meta killed -9 and started again: it knows none of the leases and counts recalls
 # from 1 again. B's lists and acknowledgements are of the old run; changes on A must still be
 # seen on B at once once A's call returned.

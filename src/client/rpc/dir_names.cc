@@ -1,5 +1,7 @@
-// Complete directory name lists under cache leases (dir_names.h).
+// Complete directory name lists, and their inodes' attributes, under cache leases (dir_names.h).
 #include "client/rpc/dir_names.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -8,6 +10,9 @@ namespace aquifer::client {
 namespace {
 // Bookkeeping maps past this many entries are cleared (and every open ticket voided).
 constexpr size_t kMaxTracked = 1 << 16;
+
+// Attributes kept only for inodes with one name (dir_names.h): not directories, one link.
+bool Keepable(const Attributes& a) { return !S_ISDIR(a.mode) && a.nlink == 1 && a.inode.value() != 0; }
 }  // namespace
 
 void DirNames::SetLease(std::chrono::milliseconds lease) {
@@ -23,14 +28,33 @@ void DirNames::Heard(Clock::time_point sent) {
 }
 
 DirNames::Known DirNames::Find(InodeId dir, std::string_view name, Clock::time_point now) {
-  if (name.empty() || name == "." || name == "..") return Known::kUnknown;
+  return FindEntry(dir, name, now).known;
+}
+
+DirNames::Found DirNames::FindEntry(InodeId dir, std::string_view name, Clock::time_point now) {
+  if (name.empty() || name == "." || name == "..") return {};
   std::lock_guard lock(mu_);
-  if (lease_.count() <= 0 || now >= trusted_until_) return Known::kUnknown;
+  if (!Trusted(now)) return {};
   auto it = lists_.find(dir.value());
-  if (it == lists_.end()) return Known::kUnknown;
+  if (it == lists_.end()) return {};
   const std::string key(name);
-  if (it->second.unsure.count(key)) return Known::kUnknown;
-  return it->second.names.count(key) ? Known::kPresent : Known::kAbsent;
+  if (it->second.unsure.count(key)) return {};
+  auto n = it->second.names.find(key);
+  if (n == it->second.names.end()) return Found{Known::kAbsent, std::nullopt};
+  Found out{Known::kPresent, std::nullopt};
+  if (n->second != 0) {
+    auto a = attrs_.find(n->second);
+    if (a != attrs_.end()) out.attr = a->second.attr;
+  }
+  return out;
+}
+
+std::optional<Attributes> DirNames::CachedAttr(InodeId inode, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (!Trusted(now)) return std::nullopt;
+  auto a = attrs_.find(inode.value());
+  if (a == attrs_.end()) return std::nullopt;
+  return a->second.attr;
 }
 
 bool DirNames::NoteMiss(InodeId dir) {
@@ -45,42 +69,109 @@ bool DirNames::NoteMiss(InodeId dir) {
   return true;
 }
 
+bool DirNames::NoteFound(InodeId dir) {
+  std::lock_guard lock(mu_);
+  if (lease_.count() <= 0 || lists_.count(dir.value())) return false;
+  if (founds_.size() >= kMaxTracked) founds_.clear();
+  Misses& m = founds_[dir.value()];
+  if (m.need == 0) m.need = limits_.first_plus_listing_after;
+  if (++m.count < m.need) return false;
+  m.count = 0;
+  m.need = std::min(m.need * 2, limits_.max_listing_after);
+  return true;
+}
+
 DirNames::Ticket DirNames::Begin(InodeId dir) {
   std::lock_guard lock(mu_);
   auto g = gens_.find(dir.value());
-  return Ticket{epoch_, g == gens_.end() ? 0 : g->second};
+  return Ticket{epoch_, g == gens_.end() ? 0 : g->second, touch_seq_};
 }
 
 bool DirNames::Install(InodeId dir, const Ticket& ticket, std::vector<std::string> names) {
+  std::vector<Listed> entries;
+  entries.reserve(names.size());
+  for (std::string& n : names) entries.push_back(Listed{std::move(n), InodeId(), std::nullopt});
+  return InstallListed(dir, ticket, std::move(entries));
+}
+
+bool DirNames::InstallListed(InodeId dir, const Ticket& ticket, std::vector<Listed> entries) {
   std::lock_guard lock(mu_);
   if (lease_.count() <= 0 || ticket.epoch != epoch_) return false;
   auto g = gens_.find(dir.value());
   if ((g == gens_.end() ? 0 : g->second) != ticket.dir_gen) return false;
-  if (names.size() > limits_.max_names_per_dir) return false;
+  if (entries.size() > limits_.max_names_per_dir) return false;
   DropLocked(dir);
-  if (total_names_ + names.size() > limits_.max_names) {
+  if (total_names_ + entries.size() > limits_.max_names) {
     // Full: start over rather than track which list was used last.
     lists_.clear();
+    attrs_.clear();
     total_names_ = 0;
   }
   List& list = lists_[dir.value()];
-  for (std::string& n : names) list.names.insert(std::move(n));
+  for (Listed& e : entries) {
+    auto [it, added] = list.names.emplace(std::move(e.name), e.inode.value());
+    if (added && e.attr) KeepLocked(dir.value(), list, it->first, *e.attr, ticket);
+  }
   total_names_ += list.names.size();
   misses_.erase(dir.value());
+  founds_.erase(dir.value());
   TouchLocked(dir);
   return true;
 }
 
-void DirNames::Added(InodeId dir, std::string_view name) {
+void DirNames::Answered(InodeId dir, std::string_view name, const Ticket& ticket,
+                        const Attributes* attr) {
+  if (name.empty() || name == "." || name == "..") return;
+  std::lock_guard lock(mu_);
+  if (lease_.count() <= 0 || ticket.epoch != epoch_) return;
+  auto it = lists_.find(dir.value());
+  if (it == lists_.end()) return;
+  auto g = gens_.find(dir.value());
+  if ((g == gens_.end() ? 0 : g->second) != ticket.dir_gen) return;  // a change came meanwhile
+  List& list = it->second;
+  const std::string key(name);
+  list.unsure.erase(key);
+  auto n = list.names.find(key);
+  if (attr == nullptr) {
+    if (n == list.names.end()) return;
+    if (n->second != 0) DropAttrLocked(n->second);
+    list.names.erase(n);
+    --total_names_;
+    return;
+  }
+  if (n == list.names.end()) {
+    if (list.names.size() >= limits_.max_names_per_dir || total_names_ >= limits_.max_names) {
+      DropLocked(dir);
+      return;
+    }
+    n = list.names.emplace(key, 0).first;
+    ++total_names_;
+  }
+  if (n->second != attr->inode.value()) {
+    if (n->second != 0) DropAttrLocked(n->second);
+    n->second = attr->inode.value();
+  }
+  KeepLocked(dir.value(), list, n->first, *attr, ticket);
+}
+
+void DirNames::Added(InodeId dir, std::string_view name, const Attributes* attr,
+                     const Ticket* ticket) {
   std::lock_guard lock(mu_);
   TouchLocked(dir);
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
   const std::string key(name);
   it->second.unsure.erase(key);
-  if (it->second.names.insert(key).second) ++total_names_;
+  auto [n, added] = it->second.names.emplace(key, 0);
+  if (added) ++total_names_;
+  if (n->second != 0) DropAttrLocked(n->second);  // a rename over it: the old inode's name went
+  n->second = attr != nullptr ? attr->inode.value() : 0;
   if (it->second.names.size() > limits_.max_names_per_dir || total_names_ > limits_.max_names) {
     DropLocked(dir);
+    return;
+  }
+  if (attr != nullptr && ticket != nullptr && ticket->epoch == epoch_) {
+    KeepLocked(dir.value(), it->second, n->first, *attr, *ticket);
   }
 }
 
@@ -91,7 +182,16 @@ void DirNames::Removed(InodeId dir, std::string_view name) {
   if (it == lists_.end()) return;
   const std::string key(name);
   it->second.unsure.erase(key);
-  if (it->second.names.erase(key) != 0) --total_names_;
+  auto n = it->second.names.find(key);
+  if (n == it->second.names.end()) return;
+  if (n->second != 0) DropAttrLocked(n->second);
+  it->second.names.erase(n);
+  --total_names_;
+}
+
+void DirNames::Touched(InodeId inode) {
+  std::lock_guard lock(mu_);
+  TouchInodeLocked(inode.value());
 }
 
 void DirNames::Forget(InodeId dir) {
@@ -105,7 +205,10 @@ void DirNames::Recalled(InodeId dir, std::string_view name) {
   TouchLocked(dir);  // a listing under way may or may not have seen the change
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
-  it->second.unsure.emplace(name);
+  const std::string key(name);
+  auto n = it->second.names.find(key);
+  if (n != it->second.names.end() && n->second != 0) TouchInodeLocked(n->second);
+  it->second.unsure.insert(key);
   if (it->second.unsure.size() > limits_.max_unsure_per_dir) DropLocked(dir);
 }
 
@@ -114,6 +217,9 @@ void DirNames::ForgetAll() {
   lists_.clear();
   gens_.clear();
   misses_.clear();
+  founds_.clear();
+  attrs_.clear();
+  touched_.clear();
   total_names_ = 0;
   ++epoch_;
 }
@@ -128,9 +234,17 @@ size_t DirNames::names() {
   return total_names_;
 }
 
+size_t DirNames::attrs() {
+  std::lock_guard lock(mu_);
+  return attrs_.size();
+}
+
 void DirNames::DropLocked(InodeId dir) {
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
+  for (const auto& [name, ino] : it->second.names) {
+    if (ino != 0) DropAttrLocked(ino);
+  }
   total_names_ -= it->second.names.size();
   lists_.erase(it);
 }
@@ -141,6 +255,33 @@ void DirNames::TouchLocked(InodeId dir) {
     ++epoch_;  // the tickets' dir_gen can no longer be checked: void them all
   }
   ++gens_[dir.value()];
+}
+
+void DirNames::TouchInodeLocked(uint64_t ino) {
+  DropAttrLocked(ino);
+  if (touched_.size() >= kMaxTracked && !touched_.count(ino)) {
+    touched_.clear();
+    touch_floor_ = touch_seq_ + 1;  // older tickets can no longer be checked
+  }
+  touched_[ino] = ++touch_seq_;
+}
+
+void DirNames::DropAttrLocked(uint64_t ino) { attrs_.erase(ino); }
+
+void DirNames::KeepLocked(uint64_t dir, List& list, const std::string& name,
+                          const Attributes& attr, const Ticket& ticket) {
+  (void)list;
+  if (!Keepable(attr) || ticket.touch_seq < touch_floor_) return;
+  auto t = touched_.find(attr.inode.value());
+  if (t != touched_.end() && t->second > ticket.touch_seq) return;  // changed since the ticket
+  if (attrs_.size() >= limits_.max_names && !attrs_.count(attr.inode.value())) return;
+  auto [it, added] = attrs_.try_emplace(attr.inode.value());
+  if (!added && (it->second.dir != dir || it->second.name != name)) {
+    // One link, two names known: something changed that this client did not see. Keep neither.
+    attrs_.erase(it);
+    return;
+  }
+  it->second = Kept{attr, dir, name};
 }
 
 }  // namespace aquifer::client

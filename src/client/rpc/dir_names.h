@@ -12,8 +12,19 @@
 // client's recall channel answered within half a cache lease (Heard): a holder cut off longer
 // may have had its lease broken by the server.
 //
+// Attributes too (docs/design.md "Positive lookups and cold stats without a round trip"): a
+// listed name's inode attributes (from a plus listing, a lookup the server answered, or this
+// client's own create) answer its lookup and a GetAttr of the inode here, while the lease holds.
+// Only regular files, symlinks and special files with one link are kept: each then has exactly
+// one name, in a list, so this client's own unlink or rename of it reaches the cached attributes
+// through that name, and a link(2) names the inode. Every call of this client that changes an
+// inode's attributes (SetAttr, Open, Commit, Release, Link, xattrs, write leases) reports it with
+// Touched, before it is sent and after its reply; another session's change comes as a recall of
+// the inode (Touched too). A lookup or listing reply is taken only if nothing touched its inodes
+// or directory since its ticket (Begin), so a reply older than a change cannot undo it.
+//
 // The caller checks search permission itself (the mount's default_permissions makes the kernel
-// do it): an absent answer does not look at the directory's mode.
+// do it): an answer here does not look at the directory's mode.
 //
 // Thread-safe: one mutex guards all of it; no call blocks on anything else.
 #pragma once
@@ -28,6 +39,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include <optional>
+
+#include "aquifer/client.h"
 #include "aquifer/ids.h"
 
 namespace aquifer::client {
@@ -41,6 +55,8 @@ class DirNames {
     size_t max_unsure_per_dir = 1024;    // recalled names per list; past it the list is dropped
     uint32_t first_listing_after = 4;    // misses in a directory before it is listed; doubles
     uint32_t max_listing_after = 1024;   //   after each listing, up to this
+    uint32_t first_plus_listing_after = 16;  // lookups the server answered (found) in a
+                                             //   directory before it is listed with attributes
   };
   DirNames() : DirNames(Limits{}) {}
   explicit DirNames(Limits limits) : limits_(limits) {}
@@ -52,10 +68,22 @@ class DirNames {
 
   enum class Known { kUnknown, kAbsent, kPresent };
   Known Find(InodeId dir, std::string_view name, Clock::time_point now = Clock::now());
+  // Find, and for a present name the attributes of its inode when they are kept.
+  struct Found {
+    Known known = Known::kUnknown;
+    std::optional<Attributes> attr;
+  };
+  Found FindEntry(InodeId dir, std::string_view name, Clock::time_point now = Clock::now());
+  // The kept attributes of `inode` (see above), if any and the lease holds.
+  std::optional<Attributes> CachedAttr(InodeId inode, Clock::time_point now = Clock::now());
 
   // A lookup in `dir` went to the server and found nothing. True when the caller should now list
   // the directory (Begin, every page, Install).
   bool NoteMiss(InodeId dir);
+  // A lookup in `dir` went to the server and found the name. True when the caller should now
+  // list the directory with attributes (a stat of many of its names, as `ls -l`, `find` or a
+  // training job's first epoch does: Lustre calls prefetching it "statahead").
+  bool NoteFound(InodeId dir);
 
   // Listing: Begin before the first request whose answers Install uses; Install takes the names
   // only if nothing about `dir` changed in between (a recall, a change of this client, a drop).
@@ -63,13 +91,29 @@ class DirNames {
   struct Ticket {
     uint64_t epoch = 0;
     uint64_t dir_gen = 0;
+    uint64_t touch_seq = 0;  // Touched calls so far
   };
   Ticket Begin(InodeId dir);
   bool Install(InodeId dir, const Ticket& ticket, std::vector<std::string> names);
+  // A listing with inode numbers, and attributes where it was a plus listing.
+  struct Listed {
+    std::string name;
+    InodeId inode;
+    std::optional<Attributes> attr;
+  };
+  bool InstallListed(InodeId dir, const Ticket& ticket, std::vector<Listed> entries);
+  // The server answered a lookup of `name` in `dir` (sent after `ticket`): `attr` is what it
+  // found, null for kNotFound. A complete list takes the answer (an unsure name is settled) if
+  // nothing about `dir` changed since the ticket; the attributes if nothing touched the inode.
+  void Answered(InodeId dir, std::string_view name, const Ticket& ticket, const Attributes* attr);
 
-  // This client's own changes, after the server said they succeeded.
-  void Added(InodeId dir, std::string_view name);
+  // This client's own changes, after the server said they succeeded. `attr` (Added): the new
+  // inode's attributes from the reply, kept as Answered does (`ticket` taken before the call).
+  void Added(InodeId dir, std::string_view name, const Attributes* attr = nullptr,
+             const Ticket* ticket = nullptr);
   void Removed(InodeId dir, std::string_view name);
+  // The attributes of `inode` changed or may have (this client's call, or a recall).
+  void Touched(InodeId inode);
   // Something about `dir`'s names is no longer known (a failed change, an exchange).
   void Forget(InodeId dir);
   // Another session changed `name` in `dir` (a cache recall).
@@ -80,11 +124,17 @@ class DirNames {
   // For tests and logs.
   size_t complete_dirs();
   size_t names();
+  size_t attrs();
 
  private:
   struct List {
-    std::unordered_set<std::string> names;
-    std::unordered_set<std::string> unsure;  // recalled: ask the server
+    std::unordered_map<std::string, uint64_t> names;  // name -> inode (0: not known)
+    std::unordered_set<std::string> unsure;           // recalled: ask the server
+  };
+  struct Kept {
+    Attributes attr;
+    uint64_t dir = 0;  // the one name of the inode: dir, name (a list holds it)
+    std::string name;
   };
   struct Misses {
     uint32_t count = 0;
@@ -92,6 +142,13 @@ class DirNames {
   };
   void DropLocked(InodeId dir);
   void TouchLocked(InodeId dir);
+  void TouchInodeLocked(uint64_t ino);
+  void DropAttrLocked(uint64_t ino);
+  // Keeps `attr` for `name` in `list` (of `dir`) if it may be kept and nothing touched it since
+  // `ticket`.
+  void KeepLocked(uint64_t dir, List& list, const std::string& name, const Attributes& attr,
+                  const Ticket& ticket);
+  bool Trusted(Clock::time_point now) const { return lease_.count() > 0 && now < trusted_until_; }
 
   const Limits limits_;
   std::mutex mu_;
@@ -101,6 +158,11 @@ class DirNames {
   std::unordered_map<uint64_t, List> lists_;
   std::unordered_map<uint64_t, uint64_t> gens_;  // per directory: changes seen (Touch)
   std::unordered_map<uint64_t, Misses> misses_;
+  std::unordered_map<uint64_t, Misses> founds_;
+  std::unordered_map<uint64_t, Kept> attrs_;
+  uint64_t touch_seq_ = 0;
+  uint64_t touch_floor_ = 0;  // tickets older than this cannot be checked (touched_ overflowed)
+  std::unordered_map<uint64_t, uint64_t> touched_;  // inode -> touch_seq_ of its last Touched
   size_t total_names_ = 0;
 };
 

@@ -169,42 +169,85 @@ class GrpcMetaClient final : public MetaClient {
 
   Result<Attributes> Lookup(InodeId parent, std::string_view name, const Caller& c) override {
     const uint64_t cacher = cache_session_.load(std::memory_order_relaxed);
-    if (cacher != 0 && names_.Find(parent, name) == DirNames::Known::kAbsent) {
-      return NotFound("no entry '" + std::string(name) + "' in inode " + parent.ToString() +
-                      " (every name of it is known under the cache lease)");
+    if (cacher != 0) {
+      DirNames::Found found = names_.FindEntry(parent, name);
+      if (found.known == DirNames::Known::kAbsent) {
+        local_absent_.fetch_add(1, std::memory_order_relaxed);
+        return NotFound("no entry '" + std::string(name) + "' in inode " + parent.ToString() +
+                        " (every name of it is known under the cache lease)");
+      }
+      if (found.attr) {
+        local_found_.fetch_add(1, std::memory_order_relaxed);
+        return std::move(*found.attr);
+      }
     }
     pb::LookupRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
     ToPb(c, req.mutable_caller());
     req.set_session(cacher);
+    const DirNames::Ticket ticket = names_.Begin(parent);
     Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Lookup, req, Retry::kYes);
-    if (cacher != 0 && !attr.ok() && attr.status().code() == Code::kNotFound &&
-        names_.NoteMiss(parent)) {
-      ListNames(parent, c);
+    if (cacher == 0) return attr;
+    if (attr.ok()) {
+      names_.Answered(parent, name, ticket, &*attr);
+      if (names_.NoteFound(parent)) ListNames(parent, c, /*plus=*/true);
+    } else if (attr.status().code() == Code::kNotFound) {
+      names_.Answered(parent, name, ticket, nullptr);
+      if (names_.NoteMiss(parent)) ListNames(parent, c, /*plus=*/false);
     }
     return attr;
   }
 
-  // Reads every name of `dir` for names_ (a few lookups there missed). Gives up on an error or a
-  // directory past the list's limit; the lookups then keep asking the server.
-  void ListNames(InodeId dir, const Caller& c) {
+  // Reads every name of `dir` for names_ (a few lookups there missed, or found names: then with
+  // their attributes). Gives up on an error or a directory past the list's limit; the lookups
+  // then keep asking the server.
+  void ListNames(InodeId dir, const Caller& c, bool plus) {
+    listings_.fetch_add(1, std::memory_order_relaxed);
     const DirNames::Ticket ticket = names_.Begin(dir);
-    std::vector<std::string> all;
+    std::vector<DirNames::Listed> all;
     uint64_t cookie = 0;
     for (;;) {
-      Result<DirPage> page = ReadDir(dir, cookie, kListPage, /*plus=*/false, c);
+      Result<DirPage> page = ReadDir(dir, cookie, kListPage, plus, c);
       if (!page.ok()) return;
-      for (DirEntry& e : page->entries) all.push_back(std::move(e.name));
+      for (DirEntry& e : page->entries) {
+        all.push_back(DirNames::Listed{std::move(e.name), e.inode, std::move(e.attr)});
+      }
       if (page->eof) break;
       if (page->entries.empty() || all.size() > kMaxListedNames) return;
       cookie = page->entries.back().cookie;
     }
-    names_.Install(dir, ticket, std::move(all));
+    names_.InstallListed(dir, ticket, std::move(all));
   }
+
+  // Marks an inode's attributes changed (DirNames::Touched) before a call of this client that
+  // changes them is sent and again after its reply, so neither a kept copy nor a lookup or
+  // listing reply read meanwhile outlives the change.
+  class Touching {
+   public:
+    Touching(DirNames& names, InodeId inode, bool changes = true)
+        : names_(changes ? &names : nullptr), inode_(inode) {
+      if (names_ != nullptr) names_->Touched(inode_);
+    }
+    ~Touching() {
+      if (names_ != nullptr) names_->Touched(inode_);
+    }
+    Touching(const Touching&) = delete;
+    Touching& operator=(const Touching&) = delete;
+
+   private:
+    DirNames* names_;
+    InodeId inode_;
+  };
 
   Result<Attributes> GetAttr(InodeId inode) override {
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
+    if (cache_session_.load(std::memory_order_relaxed) != 0) {
+      if (std::optional<Attributes> kept = names_.CachedAttr(inode)) {
+        local_getattrs_.fetch_add(1, std::memory_order_relaxed);
+        return *kept;
+      }
+    }
     pb::GetAttrRequest req;
     req.set_ino(inode.value());
     req.set_session(cache_session_.load(std::memory_order_relaxed));
@@ -228,6 +271,7 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     req.set_session(session.value());
     ForgetDir(inode);
+    Touching touching(names_, inode);
     return AttrCall(&pb::MetaService::Stub::SetAttr, req, Retry::kNo);
   }
 
@@ -245,15 +289,24 @@ class GrpcMetaClient final : public MetaClient {
     req.set_open_for_write(open_for_write);
     pb::CreateResponse resp;
     const uint64_t xattr_epoch = xattr_changes_.load();
+    const DirNames::Ticket ticket = names_.Begin(parent);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Create, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) {
       names_.Forget(parent);
       return s;
     }
-    names_.Added(parent, name);
+    OpenReply reply{FromPb(resp.attr()), resp.write_version()};
+    // A new inode's attributes are kept (its writes are the open file's until the commit, which
+    // touches them); an existing one's are not (a racing create found it: who knows what else).
+    if (resp.created()) {
+      names_.Added(parent, name, &reply.attr, &ticket);
+    } else {
+      names_.Touched(reply.attr.inode);
+      names_.Added(parent, name);
+    }
     RememberDirs(resp.dir_attrs());
     if (resp.created()) RememberNoXattrs(InodeId(resp.attr().ino()), {}, xattr_epoch);
-    return OpenReply{FromPb(resp.attr()), resp.write_version()};
+    return reply;
   }
 
   Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
@@ -294,6 +347,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_new_parent(new_parent.value());
     req.set_new_name(std::string(new_name));
     ToPb(c, req.mutable_caller());
+    Touching touching(names_, inode);  // nlink and ctime
     Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Link, req, Retry::kNo);
     NoteCreated(new_parent, new_name, attr.status());
     return attr;
@@ -389,6 +443,7 @@ class GrpcMetaClient final : public MetaClient {
                   const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
+    Touching touching(names_, inode);
     return ChangingXattrs(inode, [&] {
       return XattrCall(&pb::MetaService::Stub::SetXattr, inode, name, value, flags, c, &resp,
                        Retry::kNo);
@@ -406,6 +461,7 @@ class GrpcMetaClient final : public MetaClient {
   Status RemoveXattr(InodeId inode, std::string_view name, const Caller& c) override {
     pb::XattrResponse resp;
     ForgetDir(inode);  // ctime changes
+    Touching touching(names_, inode);
     return ChangingXattrs(inode, [&] {
       return XattrCall(&pb::MetaService::Stub::RemoveXattr, inode, name, "", 0, c, &resp,
                        Retry::kNo);
@@ -432,6 +488,8 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     ToPb(c, req.mutable_caller());
     pb::OpenResponse resp;
+    // A write open takes the write lease and may truncate (O_TRUNC); a read open changes nothing.
+    Touching touching(names_, inode, (flags & O_ACCMODE) != O_RDONLY);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Open, req, &resp, ReadOnlyRetry(flags)), &resp);
     if (!s.ok()) return s;
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
@@ -443,6 +501,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_session(session.value());
     req.set_was_write(was_write);
     pb::StatusResponse resp;
+    Touching touching(names_, inode, was_write);
     return FromRpc(Call(&pb::MetaService::Stub::Release, req, &resp, Retry::kNo), &resp);
   }
 
@@ -459,8 +518,14 @@ class GrpcMetaClient final : public MetaClient {
       out->set_was_write(item.was_write);
     }
     pb::ReleaseBatchResponse resp;
+    for (const ReleaseItem& item : items) {
+      if (item.was_write) names_.Touched(item.inode);
+    }
     const grpc::Status transport =
         Call(&pb::MetaService::Stub::ReleaseBatch, req, &resp, Retry::kNo);
+    for (const ReleaseItem& item : items) {
+      if (item.was_write) names_.Touched(item.inode);
+    }
     if (transport.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       // A metadata server older than ReleaseBatch: one call per item from now on.
       batch_release_.store(false, std::memory_order_relaxed);
@@ -502,6 +567,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_sync(sync);
     for (ServerId id : backfill_servers) req.add_backfill_servers(id.value());
     pb::CommitResponse resp;
+    Touching touching(names_, inode);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Commit, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
@@ -538,6 +604,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_ino(inode.value());
     req.set_session(session.value());
     pb::OpenResponse resp;
+    Touching touching(names_, inode);
     Status s = FromRpc(Call(&pb::MetaService::Stub::AcquireLease, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
@@ -547,6 +614,7 @@ class GrpcMetaClient final : public MetaClient {
     req.set_ino(inode.value());
     req.set_session(session.value());
     pb::StatusResponse resp;
+    Touching touching(names_, inode);
     return FromRpc(Call(&pb::MetaService::Stub::ReturnLease, req, &resp, Retry::kNo), &resp);
   }
   // Does not wait out an outage (Retry::kBrief): the client's recall loop asks again.
@@ -602,6 +670,7 @@ class GrpcMetaClient final : public MetaClient {
   }
   void ForgetCached(InodeId inode) override {
     ForgetDir(inode);
+    names_.Touched(inode);
     ForgetXattrAbsences(inode);
   }
 
@@ -618,6 +687,12 @@ class GrpcMetaClient final : public MetaClient {
     return s;
   }
   Status CloseSession(SessionId session) override {
+    if (cache_session_.load(std::memory_order_relaxed) != 0) {
+      Logger("client")->info(
+          "cache leases: answered here {} lookups absent, {} lookups and {} getattrs from kept "
+          "attributes; {} directory listings",
+          local_absent_.load(), local_found_.load(), local_getattrs_.load(), listings_.load());
+    }
     Status s = SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kBrief);
     // Later requests carry no tag of the closed session.
     uint64_t current = session.value();
@@ -1133,7 +1208,9 @@ class GrpcMetaClient final : public MetaClient {
   std::string host_;
   // The session of the last successful OpenSession (0: none yet, or closed): the tags' session.
   std::atomic<uint64_t> session_{0};
-  std::atomic<uint64_t> cache_session_{0};  // named in Lookup, GetAttr, ReadDir (cache leases)
+  std::atomic<uint64_t> cache_session_{0};
+  // Answered under cache leases without a round trip (logged at CloseSession).
+  std::atomic<uint64_t> local_absent_{0}, local_found_{0}, local_getattrs_{0}, listings_{0};  // named in Lookup, GetAttr, ReadDir (cache leases)
   std::atomic<uint64_t> next_tag_id_{1};  // the next RequestTag id; never reused
   // Whether a call found the server unreachable and none got through since, and since when
   // (steady clock, ns): one log line per outage.

@@ -2,6 +2,8 @@
 // the metadata server, and every event that must take that right away.
 #include "client/rpc/dir_names.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 namespace aquifer::client {
@@ -131,6 +133,130 @@ TEST_F(DirNamesTest, ListsStayWithinTheirLimits) {
   EXPECT_EQ(names_.names(), 6u);  // the others went to make room
   EXPECT_EQ(names_.Find(e_, "x"), Known::kAbsent);
   EXPECT_EQ(names_.Find(d_, "x"), Known::kUnknown);
+}
+
+Attributes File(uint64_t ino, uint32_t nlink = 1, uint64_t size = 0) {
+  Attributes a;
+  a.inode = InodeId(ino);
+  a.mode = S_IFREG | 0644;
+  a.nlink = nlink;
+  a.size_bytes = size;
+  return a;
+}
+
+TEST_F(DirNamesTest, APlusListingAnswersOneLinkFilesAttributesUntilSomethingTouchesThem) {
+  Attributes dir = File(22);
+  dir.mode = S_IFDIR | 0755;
+  dir.nlink = 2;
+  std::vector<DirNames::Listed> listed{{"a", InodeId(20), File(20, 1, 7)},
+                                       {"linked", InodeId(21), File(21, 2)},
+                                       {"sub", InodeId(22), dir},
+                                       {"bare", InodeId(23), std::nullopt}};
+  DirNames::Ticket t = names_.Begin(d_);
+  ASSERT_TRUE(names_.InstallListed(d_, t, std::move(listed)));
+  DirNames::Found f = names_.FindEntry(d_, "a");
+  EXPECT_EQ(f.known, Known::kPresent);
+  ASSERT_TRUE(f.attr.has_value());
+  EXPECT_EQ(f.attr->size_bytes, 7u);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  // Two links (another name could change it unseen), a directory, no attributes: names only.
+  EXPECT_EQ(names_.FindEntry(d_, "linked").known, Known::kPresent);
+  EXPECT_FALSE(names_.FindEntry(d_, "linked").attr.has_value());
+  EXPECT_FALSE(names_.FindEntry(d_, "sub").attr.has_value());
+  EXPECT_FALSE(names_.FindEntry(d_, "bare").attr.has_value());
+  EXPECT_EQ(names_.attrs(), 1u);
+  // No answer past the trust window.
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20), DirNames::Clock::now() + 5000ms).has_value());
+  // A change of this client or a recall of the inode takes them.
+  names_.Touched(InodeId(20));
+  EXPECT_EQ(names_.FindEntry(d_, "a").known, Known::kPresent);
+  EXPECT_FALSE(names_.FindEntry(d_, "a").attr.has_value());
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+}
+
+TEST_F(DirNamesTest, KeptAttributesGoWithTheirNameTheirListOrANewServerRun) {
+  auto fill = [&] {
+    DirNames::Ticket t = names_.Begin(d_);
+    ASSERT_TRUE(names_.InstallListed(
+        d_, t, std::vector<DirNames::Listed>{{"a", InodeId(20), File(20)}, {"b", InodeId(21), File(21)}}));
+    ASSERT_EQ(names_.attrs(), 2u);
+  };
+  fill();
+  names_.Removed(d_, "a");  // this client's unlink or rename away
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  names_.Recalled(d_, "b");  // another session's change of the name
+  EXPECT_FALSE(names_.CachedAttr(InodeId(21)).has_value());
+  fill();
+  names_.Added(d_, "a");  // a rename over "a": its old inode lost its only name
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_TRUE(names_.CachedAttr(InodeId(21)).has_value());
+  names_.Forget(d_);  // a failed change: the list and its attributes
+  EXPECT_EQ(names_.attrs(), 0u);
+  fill();
+  names_.ForgetAll();
+  EXPECT_EQ(names_.attrs(), 0u);
+}
+
+TEST_F(DirNamesTest, ARepliedStateOlderThanAChangeIsNotKept) {
+  Made(d_);
+  names_.Added(d_, "a");
+  // A lookup answered while this client's own commit of the inode was in flight.
+  DirNames::Ticket t = names_.Begin(d_);
+  names_.Touched(InodeId(20));
+  Attributes old = File(20, 1, 0);
+  names_.Answered(d_, "a", t, &old);
+  EXPECT_EQ(names_.FindEntry(d_, "a").known, Known::kPresent);
+  EXPECT_FALSE(names_.FindEntry(d_, "a").attr.has_value());
+  // A listing likewise keeps the names, not that inode's attributes.
+  t = names_.Begin(d_);
+  names_.Touched(InodeId(20));
+  ASSERT_TRUE(names_.InstallListed(d_, t, std::vector<DirNames::Listed>{{"a", InodeId(20), old}}));
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  // Asked after the change: kept.
+  t = names_.Begin(d_);
+  Attributes now = File(20, 1, 4096);
+  names_.Answered(d_, "a", t, &now);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_EQ(names_.CachedAttr(InodeId(20))->size_bytes, 4096u);
+  // This client's create keeps the new inode's reply, unless it was touched meanwhile.
+  t = names_.Begin(d_);
+  Attributes made = File(30);
+  names_.Added(d_, "new", &made, &t);
+  EXPECT_TRUE(names_.FindEntry(d_, "new").attr.has_value());
+  t = names_.Begin(d_);
+  names_.Touched(InodeId(31));
+  Attributes made2 = File(31);
+  names_.Added(d_, "new2", &made2, &t);
+  EXPECT_EQ(names_.FindEntry(d_, "new2").known, Known::kPresent);
+  EXPECT_FALSE(names_.FindEntry(d_, "new2").attr.has_value());
+}
+
+TEST_F(DirNamesTest, AServerAnswerSettlesAnUnsureNameOnlyIfNothingChangedSinceItWasAsked) {
+  Made(d_);
+  names_.Added(d_, "a");
+  names_.Recalled(d_, "a");
+  EXPECT_EQ(names_.Find(d_, "a"), Known::kUnknown);
+  DirNames::Ticket t = names_.Begin(d_);
+  names_.Answered(d_, "a", t, nullptr);  // the other session unlinked it
+  EXPECT_EQ(names_.Find(d_, "a"), Known::kAbsent);
+  names_.Recalled(d_, "b");
+  t = names_.Begin(d_);
+  Attributes b = File(40);
+  names_.Answered(d_, "b", t, &b);  // it made it
+  EXPECT_EQ(names_.Find(d_, "b"), Known::kPresent);
+  EXPECT_TRUE(names_.FindEntry(d_, "b").attr.has_value());
+  // A recall between the question and the answer: the answer may predate it.
+  t = names_.Begin(d_);
+  names_.Recalled(d_, "c");
+  Attributes c = File(41);
+  names_.Answered(d_, "c", t, &c);
+  EXPECT_EQ(names_.Find(d_, "c"), Known::kUnknown);
+  // Found names ask for a plus listing after first_plus_listing_after (16 by default).
+  DirNames fresh;
+  fresh.SetLease(8000ms);
+  int asked = 0;
+  for (int i = 0; i < 16; ++i) asked += fresh.NoteFound(e_) ? 1 : 0;
+  EXPECT_EQ(asked, 1);
 }
 
 }  // namespace
