@@ -70,6 +70,9 @@ void Client::Impl::RecallLoop() {
     if (me.value() != acked_session_) {
       acked_session_ = me.value();  // a new session's recalls count from 1
       acked_seq_ = 0;
+      // The first ask of a session does not wait: its answer starts the client's trust in what
+      // it caches (client/rpc/dir_names.h, Heard), which a long poll would put off by `wait`.
+      if (cache_leases_on_) wait = std::chrono::milliseconds(0);
     }
     Result<client::Recalls> recalls = meta_->WaitRecalls(me, wait, acked_seq_, recall_epoch_);
     if (recalls.ok() && recalls->recall_epoch != recall_epoch_) {
