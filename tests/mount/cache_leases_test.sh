@@ -132,6 +132,21 @@ kept=$(grep -o "cache leases: answered here.*" "$AQ_SCRATCH/mount2.log") ||
 found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
 [ "$found" -ge 150 ] || aq_fail "C answered only $found lookups from kept attributes: $kept"
 aq_log "C: $kept"
+# A fresh mount trusts what it caches from its first moments (its first recall ask does not
+# long-poll): 100 stats right after mounting D, 84 of them answered by D's client.
+mkdir "$A/fresh"
+for i in $(seq 100); do : >"$A/fresh/f$i"; done
+D=$AQ_SCRATCH/dmnt
+aq_mount "$D" -o cache_leases=1,entry_timeout=0,attr_timeout=0
+timeout "$T" /usr/bin/python3 -c \
+  "import os, sys; [os.stat(f'{sys.argv[1]}/f{i}') for i in range(1, 101)]" "$D/fresh" ||
+  aq_fail "stats of fresh/ on D"
+aq_umount "$D"
+kept=$(grep -o "cache leases: answered here.*" "$AQ_SCRATCH/mount3.log") ||
+  aq_fail "D logged no cache-lease counts at unmount"
+found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
+[ "$found" -ge 80 ] || aq_fail "a fresh mount answered only $found of 100 stats itself: $kept"
+aq_log "D (fresh): $kept"
 
 # aquifer-meta killed -9 and started again: it knows none of the leases and counts recalls
 # from 1 again. B's lists and acknowledgements are of the old run; changes on A must still be
