@@ -196,6 +196,11 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // True when this client caches under cache leases (options.cache_leases and a server that
+  // grants them): the metadata server then recalls what it caches, names found absent included,
+  // before another session's change of them returns. Fixed after Connect. Thread-safe.
+  bool CachesUnderLeases() const;
+
   // --- namespace -------------------------------------------------------------------------
   // `name` is one path component: 1..255 bytes, no '/' or NUL, not "." or "..".
   // Errors: kNotFound, kNotDirectory, kNameTooLong, kInvalidArgument, kPermissionDenied.

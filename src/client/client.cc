@@ -245,6 +245,8 @@ Attributes Client::Impl::Overlay(Attributes attr) {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
+bool Client::CachesUnderLeases() const { return impl_->cache_leases_on_.load(); }
+
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.meta_address.empty()) return InvalidArgument("meta_address is required");
   if (options.io_threads == 0) return InvalidArgument("io_threads must be > 0");

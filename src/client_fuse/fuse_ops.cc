@@ -253,6 +253,17 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Daemon& d = DaemonOf(req);
   const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
+  if (!a.ok() && a.status().code() == Code::kNotFound && d.negative_entries &&
+      d.recall_epoch.load() == epoch && d.options.entry_timeout_s > 0) {
+    // A negative entry (inode 0): the kernel keeps "absent" for entry_timeout without asking
+    // again. The answer was given under the parent's cache lease, so another host's create of
+    // the name is recalled here (fuse_lowlevel_notify_inval_entry drops the negative dentry too)
+    // before that create returns.
+    fuse_entry_param e{};
+    e.entry_timeout = d.options.entry_timeout_s;
+    fuse_reply_entry(req, &e);
+    return;
+  }
   if (!a.ok()) return ReplyError(req, a.status(), "lookup");
   ReplyEntry(req, *a, d.recall_epoch.load() != epoch);
 }

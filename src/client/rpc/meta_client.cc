@@ -690,8 +690,9 @@ class GrpcMetaClient final : public MetaClient {
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
       Logger("client")->info(
           "cache leases: answered here {} lookups absent, {} lookups and {} getattrs from kept "
-          "attributes; {} directory listings",
-          local_absent_.load(), local_found_.load(), local_getattrs_.load(), listings_.load());
+          "attributes; {} directory listings; {} metadata calls in all",
+          local_absent_.load(), local_found_.load(), local_getattrs_.load(), listings_.load(),
+          calls_.load());
     }
     Status s = SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kBrief);
     // Later requests carry no tag of the closed session.
@@ -872,6 +873,7 @@ class GrpcMetaClient final : public MetaClient {
     const auto end = SteadyClock::now() + (waits ? outage_wait_ : timeout_);
     const std::optional<wire::MetaMethod> wire_id = WireMethodOf(method);
     std::chrono::milliseconds backoff(10);
+    calls_.fetch_add(1, std::memory_order_relaxed);
     for (int attempt = 1;; ++attempt) {
       const auto attempt_end = std::min(SteadyClock::now() + timeout_, end);
       std::optional<grpc::Status> wired;
@@ -1210,7 +1212,8 @@ class GrpcMetaClient final : public MetaClient {
   std::atomic<uint64_t> session_{0};
   std::atomic<uint64_t> cache_session_{0};
   // Answered under cache leases without a round trip (logged at CloseSession).
-  std::atomic<uint64_t> local_absent_{0}, local_found_{0}, local_getattrs_{0}, listings_{0};  // named in Lookup, GetAttr, ReadDir (cache leases)
+  std::atomic<uint64_t> local_absent_{0}, local_found_{0}, local_getattrs_{0}, listings_{0};
+  std::atomic<uint64_t> calls_{0};  // every call sent (retries of one call count once)  // named in Lookup, GetAttr, ReadDir (cache leases)
   std::atomic<uint64_t> next_tag_id_{1};  // the next RequestTag id; never reused
   // Whether a call found the server unreachable and none got through since, and since when
   // (steady clock, ns): one log line per outage.
