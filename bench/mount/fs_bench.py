@@ -2,7 +2,7 @@
 """File-system benchmark through an Aquifer mount and, in the same run, a local directory.
 
 Usage: fs_bench.py --mount DIR --local DIR [--bindfs DIR] [--remount CMD] [--json FILE]
-                   [--seq-mib 256] [--small-files 3000] [--meta-files 2000]
+                   [--seq-mib 256] [--small-files 3000] [--meta-files 2000] [--untar TAR]
 
 "Cold" means every cache is empty, the mount's own included: before each cold phase the kernel's
 caches are dropped, and with --remount CMD (a shell command that unmounts --mount and mounts it
@@ -28,6 +28,9 @@ Rows (each measured on every directory; the table shows mount/local, bindfs/loca
   dataloader_samples_s  one PyTorch epoch over the small-file tree (cold), DataLoader with 2
                      workers, batch 64, shuffled, each sample the file's bytes: samples per
                      second (skipped when /usr/bin/python3 has no torch)
+  untar_files_s      with --untar TAR (an uncompressed tar on local disk, e.g. a part of the
+                     Linux tree the main job ingests): tar -x of it into the directory, entries
+                     per second (files, directories and links)
 These are the rows of ../shared/BENCHMARKS.md, where the same workloads were measured on local
 ext4, bindfs, MooseFS, CephFS and GlusterFS on this machine kind.
 Random seeds are fixed and printed. Needs fio for the IOPS row (skipped if absent).
@@ -257,6 +260,12 @@ def run(d, args, label, cold=drop_caches):
             ["rsync", "-a", args.source + "/", os.path.join(d, "rsync_tree")], args.small_files)
     shutil.rmtree(os.path.join(d, "cp_tree"))
     shutil.rmtree(os.path.join(d, "rsync_tree"), ignore_errors=True)
+    if args.untar:
+        print(f"[{label}] tar -x of {args.untar} ({args.untar_entries} entries)", file=sys.stderr)
+        os.mkdir(os.path.join(d, "untar"))
+        res["untar_files_s"] = copy_rate(["tar", "-xf", args.untar, "-C", os.path.join(d, "untar")],
+                                         args.untar_entries)
+        shutil.rmtree(os.path.join(d, "untar"))
     print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
     res.update(metadata(d, args.meta_files, cold))
     shutil.rmtree(os.path.join(d, "small"))
@@ -275,7 +284,12 @@ def main():
     ap.add_argument("--small-files", type=int, default=3000)
     ap.add_argument("--meta-files", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=20260)
+    ap.add_argument("--untar", help="an uncompressed tar on local disk: the untar row")
     args = ap.parse_args()
+    if args.untar:
+        listing = subprocess.run(["tar", "-tf", args.untar], check=True, capture_output=True,
+                                 text=True, timeout=600)
+        args.untar_entries = len(listing.stdout.splitlines())
     print(f"seed={args.seed}", file=sys.stderr)
     args.source = os.path.join(os.path.dirname(os.path.abspath(args.local)), "ingest-source")
     make_source_tree(args.source, args.small_files, args.seed + 3)

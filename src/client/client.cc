@@ -416,6 +416,9 @@ constexpr int kStaleReadTries = 4;
 bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const FileView& before,
                                          const Status& s, bool* lost) {
   if (s.code() != Code::kStale || f.writable) return false;
+  // The server's own answer, not attributes kept under a cache lease: this path exists for
+  // when what the client holds turned out wrong.
+  meta_->ForgetCached(f.inode);
   Result<Attributes> attr = meta_->GetAttr(f.inode);
   if (!attr.ok()) return false;
   if (attr->data_version == before.version && attr->size_bytes == before.size &&

@@ -214,6 +214,8 @@ bool Client::Impl::RevalidateForLock(InodeId inode) {
   });
   bool changed = false;
   if (stale) {
+    // The server's own answer (as for a stale read), not attributes kept under a cache lease.
+    meta_->ForgetCached(inode);
     Result<Attributes> attr = meta_->GetAttr(inode);
     if (attr.ok()) {
       for (OpenFile* f : files) {
