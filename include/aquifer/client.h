@@ -200,6 +200,10 @@ class Client {
   // grants them): the metadata server then recalls what it caches, names found absent included,
   // before another session's change of them returns. Fixed after Connect. Thread-safe.
   bool CachesUnderLeases() const;
+  // How much longer what this client answered under cache leases stays trusted: a kernel
+  // caching those answers must not keep them longer (a lease the server broke, a server run
+  // that forgot it). duration::max() when not CachesUnderLeases(). Thread-safe.
+  std::chrono::steady_clock::duration CacheTrustLeft() const;
 
   // --- namespace -------------------------------------------------------------------------
   // `name` is one path component: 1..255 bytes, no '/' or NUL, not "." or "..".

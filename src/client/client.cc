@@ -247,6 +247,14 @@ Client::~Client() = default;
 
 bool Client::CachesUnderLeases() const { return impl_->cache_leases_on_.load(); }
 
+std::chrono::steady_clock::duration Client::CacheTrustLeft() const {
+  using Clock = std::chrono::steady_clock;
+  if (!impl_->cache_leases_on_.load()) return Clock::duration::max();
+  const Clock::time_point until = impl_->meta_->CacheTrustedUntil();
+  if (until == Clock::time_point::max()) return Clock::duration::max();
+  return std::max(until - Clock::now(), Clock::duration::zero());
+}
+
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.meta_address.empty()) return InvalidArgument("meta_address is required");
   if (options.io_threads == 0) return InvalidArgument("io_threads must be > 0");

@@ -75,12 +75,20 @@ void Client::Impl::RecallLoop() {
       if (cache_leases_on_) wait = std::chrono::milliseconds(0);
     }
     Result<client::Recalls> recalls = meta_->WaitRecalls(me, wait, acked_seq_, recall_epoch_);
+    Clock::time_point resync_not_before{};
     if (recalls.ok() && recalls->recall_epoch != recall_epoch_) {
       // A new server run: its seqs start again at 1 and it knows none of this client's leases
-      // (the client dropped its own caches; the kernel's age out within their timeouts).
+      // (the client dropped its own caches). The kernel may still hold answers of the old run,
+      // which the new one cannot recall; their timeouts end by the old run's trust
+      // (Client::CacheTrustLeft capped them), so the next ask, which tells the server this
+      // client resynced and lets other hosts' changes go on, waits for that.
       if (recall_epoch_ != 0) {
-        Logger("client")->info("metadata server restarted (recall epoch {} -> {}); cached "
-                               "names dropped", recall_epoch_, recalls->recall_epoch);
+        resync_not_before = recalls->old_run_trusted_until;
+        Logger("client")->info(
+            "metadata server restarted (recall epoch {} -> {}); cached names dropped, resync "
+            "in {} ms", recall_epoch_, recalls->recall_epoch,
+            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     resync_not_before - Clock::now()).count()));
       }
       recall_epoch_ = recalls->recall_epoch;
       acked_seq_ = 0;
@@ -111,6 +119,11 @@ void Client::Impl::RecallLoop() {
     } else if (!IsSessionLost(recalls.status()) &&
                recalls.status().code() != Code::kUnavailable) {
       Logger("client")->debug("wait for recalls failed status={}", recalls.status().ToString());
+    }
+    if (resync_not_before > Clock::now()) {
+      std::unique_lock lock(recall_mu_);
+      recall_cv_.wait_until(lock, resync_not_before, [this] { return recall_stop_; });
+      continue;
     }
     if (handled_cache) continue;  // the acknowledgement goes out at once with the next ask
     // An answer that came at once (gRPC does not wait; an error) is followed by a pause, so

@@ -181,6 +181,16 @@ struct stat ToStat(const Attributes& a) {
   return st;
 }
 
+// The kernel timeout for an answer: `configured`, but under cache leases never past the time the
+// client trusts its leases for (Client::CacheTrustLeft): an entry the kernel kept longer could
+// outlive a lease the server broke, or a server run that forgot it, and then no recall would
+// reach it.
+double KernelTimeout(const Daemon& d, double configured) {
+  if (!d.cache_leases || configured <= 0) return configured;
+  const double left = std::chrono::duration<double>(d.client->CacheTrustLeft()).count();
+  return std::clamp(left, 0.0, configured);
+}
+
 // `uncached`: a recall came while the answer was on its way (Daemon::recall_epoch); the kernel
 // uses it once and asks again next time.
 fuse_entry_param ToEntry(const Daemon& d, const Attributes& a, bool uncached = false) {
@@ -188,8 +198,8 @@ fuse_entry_param ToEntry(const Daemon& d, const Attributes& a, bool uncached = f
   e.ino = a.inode.value();
   e.generation = a.generation;
   e.attr = ToStat(a);
-  e.attr_timeout = uncached ? 0 : d.options.attr_timeout_s;
-  e.entry_timeout = uncached ? 0 : d.options.entry_timeout_s;
+  e.attr_timeout = uncached ? 0 : KernelTimeout(d, d.options.attr_timeout_s);
+  e.entry_timeout = uncached ? 0 : KernelTimeout(d, d.options.entry_timeout_s);
   return e;
 }
 
@@ -205,7 +215,7 @@ void ReplyAttr(fuse_req_t req, const Attributes& a, bool uncached = false) {
   Daemon& d = DaemonOf(req);
   struct stat st = ToStat(a);
   d.inodes.NoteAttributes(a);
-  fuse_reply_attr(req, &st, uncached ? 0 : d.options.attr_timeout_s);
+  fuse_reply_attr(req, &st, uncached ? 0 : KernelTimeout(d, d.options.attr_timeout_s));
 }
 
 void ReplyStatus(fuse_req_t req, const Status& s, const char* op) {
@@ -253,14 +263,14 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Daemon& d = DaemonOf(req);
   const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
-  if (!a.ok() && a.status().code() == Code::kNotFound && d.negative_entries &&
-      d.recall_epoch.load() == epoch && d.options.entry_timeout_s > 0) {
+  if (!a.ok() && a.status().code() == Code::kNotFound && d.cache_leases &&
+      d.recall_epoch.load() == epoch && KernelTimeout(d, d.options.entry_timeout_s) > 0) {
     // A negative entry (inode 0): the kernel keeps "absent" for entry_timeout without asking
     // again. The answer was given under the parent's cache lease, so another host's create of
     // the name is recalled here (fuse_lowlevel_notify_inval_entry drops the negative dentry too)
     // before that create returns.
     fuse_entry_param e{};
-    e.entry_timeout = d.options.entry_timeout_s;
+    e.entry_timeout = KernelTimeout(d, d.options.entry_timeout_s);
     fuse_reply_entry(req, &e);
     return;
   }

@@ -66,10 +66,11 @@ struct Daemon {
   // may carry what a recall already dropped (the reply was computed before the change; the
   // recall came first on another connection): the kernel gets it with timeouts 0.
   std::atomic<uint64_t> recall_epoch{0};
-  // Lookups that find nothing are answered with negative entries (the kernel caches "absent"
-  // for entry_timeout): on when the client caches under cache leases and recalls reach the
-  // kernel (main.cc). Set before the session is mounted.
-  bool negative_entries = false;
+  // The client caches under cache leases and recalls reach the kernel (main.cc); set before the
+  // session is mounted. Then lookups that find nothing get negative entries (the kernel caches
+  // "absent" for entry_timeout), and no kernel timeout outlasts the client's trust in its
+  // leases (Client::CacheTrustLeft).
+  bool cache_leases = false;
 
   // Open files by inode. Never held across an RPC.
   std::mutex open_mu;  // guards open_files and the SharedFile fields it says

@@ -256,7 +256,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   daemon.client = std::move(*client);
-  daemon.negative_entries = invalidator != nullptr && daemon.client->CachesUnderLeases();
+  daemon.cache_leases = invalidator != nullptr && daemon.client->CachesUnderLeases();
   daemon.lock_waiters = std::make_unique<LockWaiters>(*daemon.client);
 
   if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {

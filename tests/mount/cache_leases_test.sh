@@ -160,9 +160,24 @@ aq_log "D (fresh): $kept"
 # aquifer-meta killed -9 and started again: it knows none of the leases and counts recalls
 # from 1 again. B's lists and acknowledgements are of the old run; changes on A must still be
 # seen on B at once once A's call returned.
+# What B's kernel cached under the old run cannot be recalled by the new one: its timeouts
+# (30 s asked here) are capped at B's trust in its leases, and B resyncs only once they ended,
+# so a chmod and a create on A after the restart are seen on B at once.
+echo pre >"$A/mine/pre"
+chmod 644 "$A/mine/pre"
+[ "$(timeout "$T" stat -c %a "$B/mine/pre")" = 644 ] || aq_fail "B's mode of mine/pre"
+timeout "$T" test ! -e "$B/mine/late" || aq_fail "mine/late exists before its create"
 kill -KILL "$AQ_META_PID"
 wait "$AQ_META_PID" 2>/dev/null || true
 aq_start_meta
+aq_within 30 "a chmod on A after the restart" chmod 600 "$A/mine/pre" ||
+  aq_fail "chmod on A after the restart: $(cat "$AQ_SCRATCH/within.out")"
+[ "$(timeout "$T" stat -c %a "$B/mine/pre")" = 600 ] ||
+  aq_fail "B kept the old run's attributes of mine/pre after the restart"
+aq_within 30 "a create on A after the restart" sh -c "echo late >'$A/mine/late'" ||
+  aq_fail "create on A after the restart: $(cat "$AQ_SCRATCH/within.out")"
+[ "$(timeout "$T" cat "$B/mine/late" 2>&1)" = late ] ||
+  aq_fail "B kept the old run's negative entry of mine/late after the restart"
 for i in $(seq 1 8); do
   timeout "$T" test ! -e "$B/mine/r$i" || aq_fail "r$i exists before its create (after the restart)"
   aq_within 30 "a create on A after the restart" sh -c "echo r$i >'$A/mine/r$i'" ||

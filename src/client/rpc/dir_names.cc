@@ -27,6 +27,11 @@ void DirNames::Heard(Clock::time_point sent) {
   trusted_until_ = std::max(trusted_until_, sent + lease_ / 2);
 }
 
+DirNames::Clock::time_point DirNames::TrustedUntil() {
+  std::lock_guard lock(mu_);
+  return lease_.count() > 0 ? trusted_until_ : Clock::time_point{};
+}
+
 DirNames::Known DirNames::Find(InodeId dir, std::string_view name, Clock::time_point now) {
   return FindEntry(dir, name, now).known;
 }

@@ -65,6 +65,8 @@ class DirNames {
   void SetLease(std::chrono::milliseconds lease);
   // A WaitRecalls sent at `sent` was answered: answers are trusted until sent + lease / 2.
   void Heard(Clock::time_point sent);
+  // Until when answers are trusted (the epoch of Clock when never, or with no lease).
+  Clock::time_point TrustedUntil();
 
   enum class Known { kUnknown, kAbsent, kPresent };
   Known Find(InodeId dir, std::string_view name, Clock::time_point now = Clock::now());

@@ -641,8 +641,11 @@ class GrpcMetaClient final : public MetaClient {
     const auto sent = SteadyClock::now();
     Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
     if (!s.ok()) return s;
-    if (resp.recall_epoch() != seen_recall_epoch_.exchange(resp.recall_epoch())) {
+    Recalls out;
+    const uint64_t seen = seen_recall_epoch_.exchange(resp.recall_epoch());
+    if (resp.recall_epoch() != seen) {
       // A new server run (or the first answer): it knows none of this client's leases.
+      if (seen != 0) out.old_run_trusted_until = names_.TrustedUntil();
       names_.ForgetAll();
       ForgetAllDirs();
       ForgetAllXattrAbsences();
@@ -654,7 +657,6 @@ class GrpcMetaClient final : public MetaClient {
       for (const pb::CacheEntryName& e : r.entries()) names_.Recalled(InodeId(e.parent()), e.name());
     }
     if (session.value() == cache_session_.load(std::memory_order_relaxed)) names_.Heard(sent);
-    Recalls out;
     out.recall_epoch = resp.recall_epoch();
     for (uint64_t ino : resp.inodes()) out.write_leases.push_back(InodeId(ino));
     for (const pb::CacheRecall& r : resp.cache_recalls()) {
@@ -667,6 +669,10 @@ class GrpcMetaClient final : public MetaClient {
       out.cache_recalls.push_back(std::move(c));
     }
     return out;
+  }
+  std::chrono::steady_clock::time_point CacheTrustedUntil() override {
+    if (cache_session_.load(std::memory_order_relaxed) == 0) return SteadyClock::time_point::max();
+    return names_.TrustedUntil();
   }
   void ForgetCached(InodeId inode) override {
     ForgetDir(inode);

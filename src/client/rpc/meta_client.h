@@ -51,6 +51,10 @@ struct Recalls {
   std::vector<InodeId> write_leases;
   std::vector<CacheRecall> cache_recalls;  // in seq order
   uint64_t recall_epoch = 0;  // the server run's; the seqs count in it (0: no cache leases)
+  // Set when this answer came from a new server run (a restart): until then the kernel may
+  // still hold answers given under the old run's leases (CacheTrustedUntil capped their
+  // timeouts), which the new run cannot recall.
+  std::chrono::steady_clock::time_point old_run_trusted_until{};
 };
 
 class MetaClient {
@@ -179,6 +183,12 @@ class MetaClient {
     return Recalls{std::move(*r), {}};
   }
   virtual void ForgetCached(InodeId inode) { (void)inode; }
+  // Until when what this client caches under cache leases is trusted (DirNames::Heard): what
+  // it hands on (the kernel's timeouts) must not outlive it. time_point::max() without cache
+  // leases (nothing is recalled; the caller's own timeouts rule). Thread-safe.
+  virtual std::chrono::steady_clock::time_point CacheTrustedUntil() {
+    return std::chrono::steady_clock::time_point::max();
+  }
   virtual Status SetLock(InodeId inode, SessionId session, uint64_t owner,
                          const LockRange& range, bool flock) = 0;
   virtual Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,

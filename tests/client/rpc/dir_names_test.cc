@@ -84,9 +84,14 @@ TEST_F(DirNamesTest, AnswersStopWhenTheRecallChannelWentQuietForHalfALease) {
   EXPECT_EQ(names_.Find(d_, "a", now + 4100ms), Known::kUnknown);  // may have been broken
   names_.Heard(now + 4000ms);
   EXPECT_EQ(names_.Find(d_, "a", now + 4100ms), Known::kAbsent);
+  // What the mount caps the kernel's timeouts at: the newest answer's send time + lease / 2.
+  EXPECT_EQ(names_.TrustedUntil(), now + 8000ms);
+  names_.Heard(now);  // an older answer arriving late does not shorten it
+  EXPECT_EQ(names_.TrustedUntil(), now + 8000ms);
   // No lease (leases off): nothing is answered, nothing is installed.
   names_.SetLease(0ms);
   EXPECT_EQ(names_.Find(d_, "a"), Known::kUnknown);
+  EXPECT_EQ(names_.TrustedUntil(), DirNames::Clock::time_point{});
   DirNames::Ticket t = names_.Begin(InodeId());
   EXPECT_FALSE(names_.Install(e_, t, {}));
 }
