@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -181,14 +182,13 @@ struct stat ToStat(const Attributes& a) {
   return st;
 }
 
-// The kernel timeout for an answer: `configured`, but under cache leases never past the time the
-// client trusts its leases for (Client::CacheTrustLeft): an entry the kernel kept longer could
-// outlive a lease the server broke, or a server run that forgot it, and then no recall would
-// reach it.
-double KernelTimeout(const Daemon& d, double configured) {
-  if (!d.cache_leases || configured <= 0) return configured;
-  const double left = std::chrono::duration<double>(d.client->CacheTrustLeft()).count();
-  return std::clamp(left, 0.0, configured);
+// The longest the kernel may keep an answer, in seconds: under cache leases, what is left of the
+// client's trust in them (Client::CacheTrustLeft). An entry the kernel kept longer could outlive a
+// lease the server broke, or a server run that forgot it, and then no recall would reach it. The
+// configured timeouts apply below it.
+double KernelTimeoutCap(const Daemon& d) {
+  if (!d.cache_leases) return std::numeric_limits<double>::infinity();
+  return std::chrono::duration<double>(d.client->CacheTrustLeft()).count();
 }
 
 // `uncached`: a recall came while the answer was on its way (Daemon::recall_epoch); the kernel
@@ -198,8 +198,9 @@ fuse_entry_param ToEntry(const Daemon& d, const Attributes& a, bool uncached = f
   e.ino = a.inode.value();
   e.generation = a.generation;
   e.attr = ToStat(a);
-  e.attr_timeout = uncached ? 0 : KernelTimeout(d, d.options.attr_timeout_s);
-  e.entry_timeout = uncached ? 0 : KernelTimeout(d, d.options.entry_timeout_s);
+  const double cap = uncached ? 0 : KernelTimeoutCap(d);
+  e.attr_timeout = std::min(d.options.attr_timeout_s, cap);
+  e.entry_timeout = std::min(d.options.entry_timeout_s, cap);
   return e;
 }
 
@@ -215,7 +216,8 @@ void ReplyAttr(fuse_req_t req, const Attributes& a, bool uncached = false) {
   Daemon& d = DaemonOf(req);
   struct stat st = ToStat(a);
   d.inodes.NoteAttributes(a);
-  fuse_reply_attr(req, &st, uncached ? 0 : KernelTimeout(d, d.options.attr_timeout_s));
+  const double cap = uncached ? 0 : KernelTimeoutCap(d);
+  fuse_reply_attr(req, &st, std::min(d.options.attr_timeout_s, cap));
 }
 
 void ReplyStatus(fuse_req_t req, const Status& s, const char* op) {
@@ -264,15 +266,17 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
   if (!a.ok() && a.status().code() == Code::kNotFound && d.cache_leases &&
-      d.recall_epoch.load() == epoch && KernelTimeout(d, d.options.entry_timeout_s) > 0) {
+      d.recall_epoch.load() == epoch) {
     // A negative entry (inode 0): the kernel keeps "absent" for entry_timeout without asking
     // again. The answer was given under the parent's cache lease, so another host's create of
     // the name is recalled here (fuse_lowlevel_notify_inval_entry drops the negative dentry too)
     // before that create returns.
     fuse_entry_param e{};
-    e.entry_timeout = KernelTimeout(d, d.options.entry_timeout_s);
-    fuse_reply_entry(req, &e);
-    return;
+    e.entry_timeout = std::min(d.options.entry_timeout_s, KernelTimeoutCap(d));
+    if (e.entry_timeout > 0) {
+      fuse_reply_entry(req, &e);
+      return;
+    }
   }
   if (!a.ok()) return ReplyError(req, a.status(), "lookup");
   ReplyEntry(req, *a, d.recall_epoch.load() != epoch);

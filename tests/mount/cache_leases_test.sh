@@ -127,9 +127,14 @@ got=$(timeout 300 /usr/bin/python3 "$(dirname "$0")/coherence_rounds.py" "$A/rou
   "${AQ_COHERENCE_ROUNDS_C:-300}" 2>&1) || aq_fail "A and C: $got"
 aq_log "A and C (no kernel caching on C): $got"
 aq_umount "$C"
-kept=$(grep -o "cache leases: answered here.*" "$AQ_SCRATCH/mount2.log") ||
-  aq_fail "C logged no cache-lease counts at unmount"
-found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
+# lease_counts LOG: the counts a mount logged at unmount, as $kept (the line), $absent (lookups
+# answered absent in the mount) and $found (lookups answered from kept attributes).
+lease_counts() {
+  kept=$(grep -o "cache leases: answered here.*" "$1") || aq_fail "$1: no cache-lease counts"
+  absent=$(sed -E 's/.*answered here ([0-9]+) lookups absent.*/\1/' <<<"$kept")
+  found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
+}
+lease_counts "$AQ_SCRATCH/mount2.log"
 [ "$found" -ge 150 ] || aq_fail "C answered only $found lookups from kept attributes: $kept"
 aq_log "C: $kept"
 # A fresh mount trusts what it caches from its first moments (its first recall ask does not
@@ -149,10 +154,7 @@ for _ in range(50):
 echo made >"$A/fresh/nope"
 [ "$(timeout "$T" cat "$D/fresh/nope" 2>&1)" = made ] || aq_fail "D kept a negative entry past A's create"
 aq_umount "$D"
-kept=$(grep -o "cache leases: answered here.*" "$AQ_SCRATCH/mount3.log") ||
-  aq_fail "D logged no cache-lease counts at unmount"
-found=$(sed -E 's/.* absent, ([0-9]+) lookups and ([0-9]+) getattrs.*/\1/' <<<"$kept")
-absent=$(sed -E 's/.*answered here ([0-9]+) lookups absent.*/\1/' <<<"$kept")
+lease_counts "$AQ_SCRATCH/mount3.log"
 [ "$found" -ge 80 ] || aq_fail "a fresh mount answered only $found of 100 stats itself: $kept"
 [ "$absent" -le 3 ] || aq_fail "50 stats of a missing name reached D's client $absent times: $kept"
 aq_log "D (fresh): $kept"

@@ -12,7 +12,9 @@ namespace {
 constexpr size_t kMaxTracked = 1 << 16;
 
 // Attributes kept only for inodes with one name (dir_names.h): not directories, one link.
-bool Keepable(const Attributes& a) { return !S_ISDIR(a.mode) && a.nlink == 1 && a.inode.value() != 0; }
+bool Keepable(const Attributes& a) {
+  return !S_ISDIR(a.mode) && a.nlink == 1 && a.inode.value() != 0;
+}
 }  // namespace
 
 void DirNames::SetLease(std::chrono::milliseconds lease) {
@@ -64,32 +66,34 @@ std::optional<Attributes> DirNames::CachedAttr(InodeId inode, Clock::time_point 
 
 bool DirNames::NoteMiss(InodeId dir) {
   std::lock_guard lock(mu_);
-  if (lease_.count() <= 0 || lists_.count(dir.value())) return false;
-  if (misses_.size() >= kMaxTracked) misses_.clear();
-  Misses& m = misses_[dir.value()];
-  if (m.need == 0) m.need = limits_.first_listing_after;
-  if (++m.count < m.need) return false;
-  m.count = 0;
-  m.need = std::min(m.need * 2, limits_.max_listing_after);
-  return true;
+  return CountLocked(misses_, dir, limits_.first_listing_after);
 }
 
 bool DirNames::NoteFound(InodeId dir) {
   std::lock_guard lock(mu_);
+  return CountLocked(founds_, dir, limits_.first_plus_listing_after);
+}
+
+bool DirNames::CountLocked(std::unordered_map<uint64_t, Misses>& counts, InodeId dir,
+                           uint32_t first) {
   if (lease_.count() <= 0 || lists_.count(dir.value())) return false;
-  if (founds_.size() >= kMaxTracked) founds_.clear();
-  Misses& m = founds_[dir.value()];
-  if (m.need == 0) m.need = limits_.first_plus_listing_after;
+  if (counts.size() >= kMaxTracked) counts.clear();
+  Misses& m = counts[dir.value()];
+  if (m.need == 0) m.need = first;
   if (++m.count < m.need) return false;
   m.count = 0;
   m.need = std::min(m.need * 2, limits_.max_listing_after);
   return true;
 }
 
+uint64_t DirNames::GenLocked(InodeId dir) const {
+  auto g = gens_.find(dir.value());
+  return g == gens_.end() ? 0 : g->second;
+}
+
 DirNames::Ticket DirNames::Begin(InodeId dir) {
   std::lock_guard lock(mu_);
-  auto g = gens_.find(dir.value());
-  return Ticket{epoch_, g == gens_.end() ? 0 : g->second, touch_seq_};
+  return Ticket{epoch_, GenLocked(dir), touch_seq_};
 }
 
 bool DirNames::Install(InodeId dir, const Ticket& ticket, std::vector<std::string> names) {
@@ -102,8 +106,7 @@ bool DirNames::Install(InodeId dir, const Ticket& ticket, std::vector<std::strin
 bool DirNames::InstallListed(InodeId dir, const Ticket& ticket, std::vector<Listed> entries) {
   std::lock_guard lock(mu_);
   if (lease_.count() <= 0 || ticket.epoch != epoch_) return false;
-  auto g = gens_.find(dir.value());
-  if ((g == gens_.end() ? 0 : g->second) != ticket.dir_gen) return false;
+  if (GenLocked(dir) != ticket.dir_gen) return false;
   if (entries.size() > limits_.max_names_per_dir) return false;
   DropLocked(dir);
   if (total_names_ + entries.size() > limits_.max_names) {
@@ -115,7 +118,7 @@ bool DirNames::InstallListed(InodeId dir, const Ticket& ticket, std::vector<List
   List& list = lists_[dir.value()];
   for (Listed& e : entries) {
     auto [it, added] = list.names.emplace(std::move(e.name), e.inode.value());
-    if (added && e.attr) KeepLocked(dir.value(), list, it->first, *e.attr, ticket);
+    if (added && e.attr) KeepLocked(dir.value(), it->first, *e.attr, ticket);
   }
   total_names_ += list.names.size();
   misses_.erase(dir.value());
@@ -131,8 +134,7 @@ void DirNames::Answered(InodeId dir, std::string_view name, const Ticket& ticket
   if (lease_.count() <= 0 || ticket.epoch != epoch_) return;
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
-  auto g = gens_.find(dir.value());
-  if ((g == gens_.end() ? 0 : g->second) != ticket.dir_gen) return;  // a change came meanwhile
+  if (GenLocked(dir) != ticket.dir_gen) return;  // a change came meanwhile
   List& list = it->second;
   const std::string key(name);
   list.unsure.erase(key);
@@ -156,7 +158,7 @@ void DirNames::Answered(InodeId dir, std::string_view name, const Ticket& ticket
     if (n->second != 0) DropAttrLocked(n->second);
     n->second = attr->inode.value();
   }
-  KeepLocked(dir.value(), list, n->first, *attr, ticket);
+  KeepLocked(dir.value(), n->first, *attr, ticket);
 }
 
 void DirNames::Added(InodeId dir, std::string_view name, const Attributes* attr,
@@ -176,7 +178,7 @@ void DirNames::Added(InodeId dir, std::string_view name, const Attributes* attr,
     return;
   }
   if (attr != nullptr && ticket != nullptr && ticket->epoch == epoch_) {
-    KeepLocked(dir.value(), it->second, n->first, *attr, *ticket);
+    KeepLocked(dir.value(), n->first, *attr, *ticket);
   }
 }
 
@@ -273,9 +275,8 @@ void DirNames::TouchInodeLocked(uint64_t ino) {
 
 void DirNames::DropAttrLocked(uint64_t ino) { attrs_.erase(ino); }
 
-void DirNames::KeepLocked(uint64_t dir, List& list, const std::string& name,
-                          const Attributes& attr, const Ticket& ticket) {
-  (void)list;
+void DirNames::KeepLocked(uint64_t dir, const std::string& name, const Attributes& attr,
+                          const Ticket& ticket) {
   if (!Keepable(attr) || ticket.touch_seq < touch_floor_) return;
   auto t = touched_.find(attr.inode.value());
   if (t != touched_.end() && t->second > ticket.touch_seq) return;  // changed since the ticket

@@ -33,13 +33,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include <optional>
 
 #include "aquifer/client.h"
 #include "aquifer/ids.h"
@@ -146,10 +145,13 @@ class DirNames {
   void TouchLocked(InodeId dir);
   void TouchInodeLocked(uint64_t ino);
   void DropAttrLocked(uint64_t ino);
-  // Keeps `attr` for `name` in `list` (of `dir`) if it may be kept and nothing touched it since
+  // Keeps `attr` for `name` in `dir`'s list if it may be kept and nothing touched it since
   // `ticket`.
-  void KeepLocked(uint64_t dir, List& list, const std::string& name, const Attributes& attr,
+  void KeepLocked(uint64_t dir, const std::string& name, const Attributes& attr,
                   const Ticket& ticket);
+  // NoteMiss and NoteFound: counts one in `counts`; true when `first` (then doubling) is reached.
+  bool CountLocked(std::unordered_map<uint64_t, Misses>& counts, InodeId dir, uint32_t first);
+  uint64_t GenLocked(InodeId dir) const;  // gens_[dir], 0 when none
   bool Trusted(Clock::time_point now) const { return lease_.count() > 0 && now < trusted_until_; }
 
   const Limits limits_;

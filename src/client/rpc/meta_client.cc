@@ -518,14 +518,16 @@ class GrpcMetaClient final : public MetaClient {
       out->set_was_write(item.was_write);
     }
     pb::ReleaseBatchResponse resp;
-    for (const ReleaseItem& item : items) {
-      if (item.was_write) names_.Touched(item.inode);
-    }
+    // As Release's Touching: each write close, before the call and after its reply.
+    auto touch_writes = [&] {
+      for (const ReleaseItem& item : items) {
+        if (item.was_write) names_.Touched(item.inode);
+      }
+    };
+    touch_writes();
     const grpc::Status transport =
         Call(&pb::MetaService::Stub::ReleaseBatch, req, &resp, Retry::kNo);
-    for (const ReleaseItem& item : items) {
-      if (item.was_write) names_.Touched(item.inode);
-    }
+    touch_writes();
     if (transport.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       // A metadata server older than ReleaseBatch: one call per item from now on.
       batch_release_.store(false, std::memory_order_relaxed);
@@ -1216,10 +1218,10 @@ class GrpcMetaClient final : public MetaClient {
   std::string host_;
   // The session of the last successful OpenSession (0: none yet, or closed): the tags' session.
   std::atomic<uint64_t> session_{0};
-  std::atomic<uint64_t> cache_session_{0};
+  std::atomic<uint64_t> cache_session_{0};  // named in Lookup, GetAttr, ReadDir (cache leases)
   // Answered under cache leases without a round trip (logged at CloseSession).
   std::atomic<uint64_t> local_absent_{0}, local_found_{0}, local_getattrs_{0}, listings_{0};
-  std::atomic<uint64_t> calls_{0};  // every call sent (retries of one call count once)  // named in Lookup, GetAttr, ReadDir (cache leases)
+  std::atomic<uint64_t> calls_{0};  // every call sent (retries of one call count once)
   std::atomic<uint64_t> next_tag_id_{1};  // the next RequestTag id; never reused
   // Whether a call found the server unreachable and none got through since, and since when
   // (steady clock, ns): one log line per outage.
