@@ -22,6 +22,12 @@ inline constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 63) - 1;
 inline constexpr uint64_t kMaxStripeUnitBytes = 16 * kMiB;
 // Largest gRPC message any Aquifer service accepts, in bytes.
 inline constexpr uint64_t kMaxRpcMessageBytes = 80 * kMiB;
+// How long one gRPC connection attempt (the TCP connect and the HTTP/2 handshake) may take, in
+// milliseconds. gRPC reads it from GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, whose name says backoff but
+// which is the minimum connect timeout of its connection-backoff protocol (doc/connection-
+// backoff.md, MIN_CONNECT_TIMEOUT). At 100 ms, attempts on a loaded 2-core machine were cut
+// ("tcp handshaker shutdown") and a healthy data server missed a stripe's chunk.
+inline constexpr int kRpcConnectTimeoutMs = 5000;
 // Most closes one ReleaseBatch call may carry (the metadata server refuses more).
 inline constexpr uint64_t kMaxReleaseBatchItems = 1024;
 // Most data servers one Commit may name as having missed chunks (CommitRequest.backfill_servers).

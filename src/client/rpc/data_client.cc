@@ -75,7 +75,7 @@ class GrpcDataClient final : public DataClient {
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kRpcConnectTimeoutMs);  // connect timeout
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     stub_ = pb::DataService::NewStub(channel_);

@@ -162,7 +162,7 @@ class GrpcMetaClient final : public MetaClient {
     // (wait_for_ready) would sit that long after it came back.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kRpcConnectTimeoutMs);  // connect timeout
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     stub_ = pb::MetaService::NewStub(channel_);
   }

@@ -232,7 +232,7 @@ class GrpcMetaLink final : public MetaLink {
   static grpc::ChannelArguments ChannelArgs() {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kRpcConnectTimeoutMs);  // connect timeout
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     return args;
   }

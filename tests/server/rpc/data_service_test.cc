@@ -1,17 +1,23 @@
 // aquifer-data over gRPC on loopback: the DataService contract, registration and heartbeats
 // against an in-process fake MetaService, GC tasks, and the real binary across kill -9.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -472,6 +478,117 @@ TEST_F(DataServiceTest, ChunkWriteHeadersThatAnnounceMoreThanTheySendCostOnlyWha
 
 // Regression (found by a tester): with every chunk wire slot held by idle connections, reads
 // failed with EIO instead of going over gRPC.
+// A TCP relay on loopback to `target_port` that holds each connection's first bytes in each
+// direction for `delay` before passing them on: what a loaded machine or a slow network makes of
+// a connection's handshake. Serves until destroyed.
+class SlowRelay {
+ public:
+  SlowRelay(uint16_t target_port, std::chrono::milliseconds delay)
+      : target_port_(target_port), delay_(delay) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(listen_fd_, 16) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "relay: " << std::strerror(errno);
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    accepter_ = std::thread([this] { Accept(); });
+  }
+  ~SlowRelay() {
+    stop_ = true;
+    if (accepter_.joinable()) accepter_.join();
+    for (std::thread& t : pumps_) t.join();
+    ::close(listen_fd_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void Accept() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int in = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (in < 0) continue;
+      const int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(target_port_);
+      if (::connect(out, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        ::close(in);
+        ::close(out);
+        continue;
+      }
+      pumps_.emplace_back([this, in, out] { Pump(in, out); });
+    }
+  }
+  // Copies bytes both ways, the first read of each way after `delay_`, until either side closes
+  // or the relay stops.
+  void Pump(int a, int b) {
+    char buf[64 * 1024];
+    bool delayed[2] = {false, false};
+    while (!stop_) {
+      pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      bool closed = false;
+      for (int i = 0; i < 2 && !closed; ++i) {
+        if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const ssize_t n = ::read(p[i].fd, buf, sizeof(buf));
+        if (n <= 0) {
+          closed = true;
+          break;
+        }
+        if (!delayed[i]) std::this_thread::sleep_for(delay_);
+        delayed[i] = true;
+        const int to = i == 0 ? b : a;
+        for (ssize_t done = 0; done < n;) {
+          const ssize_t w = ::write(to, buf + done, static_cast<size_t>(n - done));
+          if (w <= 0) {
+            closed = true;
+            break;
+          }
+          done += w;
+        }
+      }
+      if (closed) break;
+    }
+    ::close(a);
+    ::close(b);
+  }
+
+  const uint16_t target_port_;
+  const std::chrono::milliseconds delay_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread accepter_;
+  std::vector<std::thread> pumps_;  // touched by accepter_ only, joined after it
+};
+
+// A connection whose handshake takes 400 ms (a loaded 2-core machine took longer than 100 ms) is
+// waited for within the call's deadline. Before, the client gave a gRPC connection attempt
+// 100 ms (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is gRPC's minimum connect timeout), so such a
+// server's calls failed at once with "failed to connect to all addresses", and a stripe written
+// right after a cluster start went without a healthy server's chunk.
+TEST_F(DataServiceTest, ASlowConnectionHandshakeIsWaitedForNotFailed) {
+  StartServer(0, /*wire=*/0);
+  const std::string address = server_->address();
+  const auto port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  SlowRelay relay(port, std::chrono::milliseconds(400));
+  auto dc = client::NewDataClient(relay.address(), /*use_wire=*/false);
+  const std::string data = RandomBytes(10 * kKiB, 36);
+  ASSERT_OK(dc->WriteChunk(ChunkId{InodeId(15), 0, 0}, 1, 0, Span(data), true, kPlacement,
+                           std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  Result<client::ChunkData> got = dc->ReadChunk(ChunkId{InodeId(15), 0, 0}, 0, 0, 0, Soon());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->bytes.ToString(), data);
+}
+
 TEST_F(DataServiceTest, ClientUsesGrpcWhileEveryChunkWireSlotIsTaken) {
   StartServer(0, 1, "127.0.0.1:0", /*wire_max_connections=*/2);
   const std::string data = RandomBytes(100 * kKiB, 35);
