@@ -213,8 +213,10 @@ class Client {
   Result<Attributes> GetAttr(InodeId inode);
   // Changes attributes. A size change on a regular file first writes or discards this client's
   // buffered data and rewrites the stripe the new end falls in, so bytes past the new size read as
-  // zeros after a later extension. Errors: as Lookup, plus kNotPermitted, kIsDirectory (size on a dir),
-  // kFileTooLarge (size past kMaxFileBytes, 2^63 - 1; refused before any I/O).
+  // zeros after a later extension. A change of times on a file this client holds open for write
+  // first commits its buffered writes (a later commit would set mtime again), carrying the whole
+  // change in that one Commit call. Errors: as Lookup, plus kNotPermitted, kIsDirectory (size on
+  // a dir), kFileTooLarge (size past kMaxFileBytes, 2^63 - 1; refused before any I/O).
   Result<Attributes> SetAttr(InodeId inode, const AttrChanges& changes, const Caller& caller);
   // `mode` carries type bits (S_IFDIR implied for Mkdir) and permissions with umask applied.
   Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,

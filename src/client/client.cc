@@ -293,6 +293,13 @@ Result<Attributes> Client::SetAttr(InodeId inode, const AttrChanges& changes,
   rest.size_bytes.reset();
   if (rest.mode || rest.uid || rest.gid || rest.atime || rest.mtime || rest.atime_now ||
       rest.mtime_now) {
+    if (rest.atime || rest.mtime || rest.atime_now || rest.mtime_now) {
+      // Times on a file this client writes: its buffered writes are committed first, with the
+      // change in the same call (Impl::CommitWithAttrs).
+      Result<std::optional<Attributes>> merged = impl_->CommitWithAttrs(inode, rest, caller);
+      if (!merged.ok()) return merged.status();
+      if (merged->has_value()) return impl_->Overlay(std::move(**merged));
+    }
     Result<Attributes> attr = impl_->WithSession(
         [&](SessionId session) { return impl_->meta_->SetAttr(inode, rest, caller, session); });
     if (!attr.ok()) return attr;

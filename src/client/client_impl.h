@@ -369,7 +369,20 @@ class Client::Impl {
                              Client::ReadView* view);
   Result<size_t> Write(OpenFile& f, uint64_t offset, std::span<const std::byte> data,
                        bool append = false);
-  Status Commit(OpenFile& f, bool sync);  // f.mu held
+  // f.mu held. `attrs` (no size): a SetAttr by `caller` sent in the same Commit call (see
+  // MetaClient::Commit); *committed then holds the inode's attributes after both. With nothing
+  // buffered or uncommitted, sends nothing (and leaves *committed).
+  Status Commit(OpenFile& f, bool sync, const AttrChanges* attrs = nullptr,
+                const Caller& caller = {}, std::optional<Attributes>* committed = nullptr);
+  // A SetAttr of times (and mode, owner, group; never size) of `inode` while this client holds
+  // it open for write with writes not committed: they must be committed first (a later commit
+  // would set mtime again), so the change rides on that commit, one call instead of two
+  // (tar's futimens after writing a file). Returns the attributes after it, or nothing when no
+  // open file of the inode had anything to commit (the caller sends a plain SetAttr). A change
+  // the server refuses is committed without it and nothing is returned, so the plain SetAttr
+  // gives the error.
+  Result<std::optional<Attributes>> CommitWithAttrs(InodeId inode, const AttrChanges& changes,
+                                                    const Caller& caller);
   Status Truncate(OpenFile& f, uint64_t new_size);  // f.mu held
   Status Release(std::unique_ptr<OpenFile> f);
   Status TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller);

@@ -339,7 +339,8 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
   return static_cast<size_t>(data.size());
 }
 
-Status Client::Impl::Commit(OpenFile& f, bool sync) {
+Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
+                            const Caller& caller, std::optional<Attributes>* committed) {
   AQ_RETURN_IF_ERROR(FlushBuffers(f, sync));
   if (!f.dirty.load()) return OkStatus();
   // A stripe stored with fewer than unit_bytes (replicated copies) that the new size makes
@@ -373,7 +374,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   }
   Result<client::CommitReply> reply = WithSession([&](SessionId session) {
     return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed,
-                         &written, degraded);
+                         &written, degraded, attrs, caller);
   });
   if (!reply.ok()) {
     io_->AddMissedServers(f.inode, missed, degraded);
@@ -388,7 +389,45 @@ Status Client::Impl::Commit(OpenFile& f, bool sync) {
   f.committed_abandoned = OpenFile::AbandonedOf(reply->attr);
   f.truncate_floor = reply->attr.truncate_floor;
   f.SetView(reply->attr);  // the committed size and version: f.size, f.committed_version
+  if (committed != nullptr) *committed = reply->attr;
   return OkStatus();
+}
+
+Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,
+                                                               const AttrChanges& changes,
+                                                               const Caller& caller) {
+  std::vector<OpenFile*> writers;
+  {
+    std::lock_guard lock(registry_->mu);
+    auto [begin, end] = registry_->files.equal_range(inode);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second->writable && it->second->dirty.load()) writers.push_back(it->second);
+    }
+    for (OpenFile* w : writers) ++w->pins;  // kept alive until unpinned below
+  }
+  Status s;
+  std::optional<Attributes> after;
+  for (size_t i = 0; i < writers.size() && s.ok(); ++i) {
+    std::lock_guard lock(writers[i]->mu);
+    if (i + 1 < writers.size()) {
+      s = Commit(*writers[i], /*sync=*/false);  // the last one carries the change
+      continue;
+    }
+    s = Commit(*writers[i], /*sync=*/false, &changes, caller, &after);
+    const Code code = s.code();
+    if (code == Code::kNotPermitted || code == Code::kPermissionDenied ||
+        code == Code::kInvalidArgument) {
+      after.reset();
+      s = Commit(*writers[i], /*sync=*/false);  // the writes, without the refused change
+    }
+  }
+  {
+    std::lock_guard lock(registry_->mu);
+    for (OpenFile* w : writers) --w->pins;
+  }
+  if (!writers.empty()) registry_->unpinned.notify_all();
+  if (!s.ok()) return s;
+  return after;
 }
 
 Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {

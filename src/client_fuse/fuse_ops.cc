@@ -120,18 +120,6 @@ Status UnpinShared(Daemon& d, SharedFile* sf) {
   return first;
 }
 
-// Writes and commits the buffered data of `inode` on this mount. Called before an explicit time
-// change (utimensat/futimens, as cp -a and tar do right before close), because the commit at
-// close records the time of the last write and would override the new times.
-void FlushOpenFilesOf(Daemon& d, InodeId inode) {
-  SharedFile* sf = PinShared(d, inode, /*want_write=*/true);
-  if (sf == nullptr) return;
-  Status s = d.client->Flush(*sf->current.load());
-  if (!s.ok()) Log().warn("flush before time change inode={} status={}", inode.value(), s.ToString());
-  s = UnpinShared(d, sf);
-  if (!s.ok()) Log().warn("release after time change inode={} status={}", inode.value(), s.ToString());
-}
-
 // Replies with the errno of `status`. EIO means data or metadata really could not be reached, so
 // it is logged (warn) with the library's status, which names the inode, stripe or server; other
 // errnos are routine answers (ENOENT, EEXIST, EACCES...) and get one debug line.
@@ -318,7 +306,8 @@ void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     ch.mtime = Timestamp{attr->st_mtim.tv_sec, static_cast<uint32_t>(attr->st_mtim.tv_nsec)};
   }
   // FUSE_SET_ATTR_CTIME alone: the metadata server sets ctime on every change it applies.
-  if (ch.atime || ch.mtime || ch.atime_now || ch.mtime_now) FlushOpenFilesOf(DaemonOf(req), InodeId(ino));
+  // Times on a file open for write here: the library commits its buffered writes first, with
+  // the change in the same call (Client::SetAttr).
   Result<Attributes> a = ClientOf(req).SetAttr(InodeId(ino), ch, CallerOf(req, true));
   if (!a.ok()) return ReplyInodeError(req, a.status(), "setattr");
   ReplyAttr(req, *a);

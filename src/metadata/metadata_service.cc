@@ -1062,6 +1062,62 @@ Status MetadataService::Rename(InodeId parent, std::string_view name, InodeId ne
   return Apply(txn, false);
 }
 
+Status ChangedAttrs(const Inode& n, const SetAttrArgs& a, const Caller& caller, Timespec now,
+                    Inode* next) {
+  const bool root = caller.uid == 0;
+  const bool owner = root || caller.uid == n.uid;
+  *next = n;
+  if (a.valid & kSetMode) {
+    const uint32_t old_bits = n.mode & 07777;
+    const uint32_t new_bits = a.mode & 07777;
+    if (owner) {
+      next->mode = (n.mode & S_IFMT) | new_bits;
+      if (!root && !next->is_dir() && !InGroup(caller, n.gid)) next->mode &= ~S_ISGID;
+    } else {
+      // A write, truncate or chown by a non-owner makes the kernel clear S_ISUID (and S_ISGID
+      // with group exec): FUSE sends that as a mode change from the writer itself
+      // (file_remove_privs). Anyone who may write the file may do that much, and nothing more.
+      const bool only_clears_set_id = (new_bits & ~old_bits) == 0 &&
+                                      ((old_bits ^ new_bits) & ~uint32_t{S_ISUID | S_ISGID}) == 0;
+      if (!only_clears_set_id || !CheckAccess(n, caller, W_OK).ok()) {
+        return Status(Code::kNotPermitted, "chmod: not the owner");
+      }
+      next->mode = (n.mode & S_IFMT) | new_bits;
+    }
+  }
+  if (a.valid & kSetUid) {
+    if (!root && a.uid != n.uid) return Status(Code::kNotPermitted, "chown: not root");
+    next->uid = a.uid;
+  }
+  if (a.valid & kSetGid) {
+    if (!root && (caller.uid != n.uid || !InGroup(caller, a.gid))) {
+      return Status(Code::kNotPermitted, "chgrp: not the owner or not a member of the group");
+    }
+    next->gid = a.gid;
+  }
+  if ((a.valid & (kSetUid | kSetGid)) && !(a.valid & kSetMode) && next->is_reg() &&
+      (next->uid != n.uid || next->gid != n.gid)) {
+    next->mode &= ~S_ISUID;
+    if (next->mode & S_IXGRP) next->mode &= ~S_ISGID;
+  }
+  auto time_rights = [&](bool explicit_time) -> Status {
+    if (owner) return OkStatus();
+    if (explicit_time) return Status(Code::kNotPermitted, "utimes: not the owner");
+    return CheckAccess(n, caller, W_OK);
+  };
+  if (a.valid & (kSetAtime | kSetAtimeNow)) {
+    AQ_RETURN_IF_ERROR(time_rights(!(a.valid & kSetAtimeNow)));
+    next->atime = (a.valid & kSetAtimeNow) ? now : a.atime;
+  }
+  if (a.valid & (kSetMtime | kSetMtimeNow)) {
+    AQ_RETURN_IF_ERROR(time_rights(!(a.valid & kSetMtimeNow)));
+    next->mtime = (a.valid & kSetMtimeNow) ? now : a.mtime;
+  }
+  if ((a.valid & kSetAtime) && a.atime.nsec >= 1000000000u) return InvalidArgument("atime nsec");
+  if ((a.valid & kSetMtime) && a.mtime.nsec >= 1000000000u) return InvalidArgument("mtime nsec");
+  return OkStatus();
+}
+
 Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const Caller& caller,
                                        SessionId session) {
   std::unique_lock lock(mu_);
@@ -1069,63 +1125,14 @@ Result<Inode> MetadataService::SetAttr(InodeId ino, const SetAttrArgs& a, const 
   auto nr = txn.Get(ino);
   if (!nr.ok()) return nr.status();
   Inode* n = *nr;
-  const bool root = caller.uid == 0;
-  const bool owner = root || caller.uid == n->uid;
   Timespec now = clocks_.wall();
-  Inode next = *n;
-  if (a.valid & kSetMode) {
-    const uint32_t old_bits = n->mode & 07777;
-    const uint32_t new_bits = a.mode & 07777;
-    if (owner) {
-      next.mode = (n->mode & S_IFMT) | new_bits;
-      if (!root && !next.is_dir() && !InGroup(caller, n->gid)) next.mode &= ~S_ISGID;
-    } else {
-      // A write, truncate or chown by a non-owner makes the kernel clear S_ISUID (and S_ISGID
-      // with group exec): FUSE sends that as a mode change from the writer itself
-      // (file_remove_privs). Anyone who may write the file may do that much, and nothing more.
-      const bool only_clears_set_id = (new_bits & ~old_bits) == 0 &&
-                                      ((old_bits ^ new_bits) & ~uint32_t{S_ISUID | S_ISGID}) == 0;
-      if (!only_clears_set_id || !CheckAccess(*n, caller, W_OK).ok()) {
-        return Status(Code::kNotPermitted, "chmod: not the owner");
-      }
-      next.mode = (n->mode & S_IFMT) | new_bits;
-    }
-  }
-  if (a.valid & kSetUid) {
-    if (!root && a.uid != n->uid) return Status(Code::kNotPermitted, "chown: not root");
-    next.uid = a.uid;
-  }
-  if (a.valid & kSetGid) {
-    if (!root && (caller.uid != n->uid || !InGroup(caller, a.gid))) {
-      return Status(Code::kNotPermitted, "chgrp: not the owner or not a member of the group");
-    }
-    next.gid = a.gid;
-  }
-  if ((a.valid & (kSetUid | kSetGid)) && !(a.valid & kSetMode) && next.is_reg() &&
-      (next.uid != n->uid || next.gid != n->gid)) {
-    next.mode &= ~S_ISUID;
-    if (next.mode & S_IXGRP) next.mode &= ~S_ISGID;
-  }
-  auto time_rights = [&](bool explicit_time) -> Status {
-    if (owner) return OkStatus();
-    if (explicit_time) return Status(Code::kNotPermitted, "utimes: not the owner");
-    return CheckAccess(*n, caller, W_OK);
-  };
-  if (a.valid & (kSetAtime | kSetAtimeNow)) {
-    AQ_RETURN_IF_ERROR(time_rights(!(a.valid & kSetAtimeNow)));
-    next.atime = (a.valid & kSetAtimeNow) ? now : a.atime;
-  }
-  if (a.valid & (kSetMtime | kSetMtimeNow)) {
-    AQ_RETURN_IF_ERROR(time_rights(!(a.valid & kSetMtimeNow)));
-    next.mtime = (a.valid & kSetMtimeNow) ? now : a.mtime;
-  }
-  if ((a.valid & kSetAtime) && a.atime.nsec >= 1000000000u) return InvalidArgument("atime nsec");
-  if ((a.valid & kSetMtime) && a.mtime.nsec >= 1000000000u) return InvalidArgument("mtime nsec");
+  Inode next;
+  AQ_RETURN_IF_ERROR(ChangedAttrs(*n, a, caller, now, &next));
   bool size_change = a.valid & kSetSize;
   if (size_change) {
     if (n->is_dir()) return Status(Code::kIsDirectory, "truncate of a directory");
     if (!n->is_reg()) return InvalidArgument("truncate of a non-regular file");
-    if (!root) AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, W_OK));
+    if (caller.uid != 0) AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, W_OK));
     AQ_RETURN_IF_ERROR(CheckFileBytes(a.size, "set size"));
     auto st = states_.find(ino.value());
     if (st != states_.end() && st->second.lease_holder != 0 &&

@@ -109,6 +109,12 @@ struct CommitArgs {
   std::vector<std::pair<uint64_t, uint64_t>> written_stripes;
   bool records_stripes = false;
   uint64_t degraded_stripes = 0;  // stripes accepted below k + m (backfill_servers missed them)
+  // A SetAttr of mode, owner, group or times (never size) applied in the same change, after the
+  // commit's size and mtime, with `caller`'s rights checked as SetAttr checks them: a utimensat
+  // or chmod on a file with buffered writes costs one call, not a commit and a SetAttr. A refused
+  // change refuses the whole commit (nothing applied).
+  std::optional<SetAttrArgs> attrs;
+  Caller caller;
 };
 
 struct CommitResult {

@@ -100,6 +100,13 @@ Status CheckAccess(const Inode& inode, const Caller& caller, int mask);
 // Whether the caller's gid or supplementary groups include `gid`.
 bool InGroup(const Caller& caller, uint32_t gid);
 
+// The attributes a SetAttr of mode, owner, group and times (not size) gives `n`, in `*next` (a
+// copy of `n` with those changed; ctime untouched), checking the caller's rights as chmod(2),
+// chown(2) and utimensat(2) do. `now` is the time of the *_NOW bits. Errors: kNotPermitted,
+// kPermissionDenied, kInvalidArgument (nsec past 999,999,999).
+Status ChangedAttrs(const Inode& n, const SetAttrArgs& a, const Caller& caller, Timespec now,
+                    Inode* next);
+
 // Checks a file size or an offset carried by a call: kFileTooLarge (EFBIG) past kMaxFileBytes
 // (2^63 - 1), naming `what` ("set size", "commit size") in the message.
 inline Status CheckFileBytes(uint64_t bytes, std::string_view what) {

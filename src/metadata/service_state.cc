@@ -257,6 +257,12 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     for (const auto& [b, e] : a.written_stripes) {
       if (b >= e) return InvalidArgument("commit: an empty written stripe range");
     }
+    const Timespec now = clocks_.wall();
+    Inode changed;  // what a.attrs makes of the inode's mode, owner, group and times
+    if (a.attrs) {
+      if (a.attrs->valid & kSetSize) return InvalidArgument("commit: attributes with a size");
+      AQ_RETURN_IF_ERROR(ChangedAttrs(*n, *a.attrs, a.caller, now, &changed));
+    }
     // Shrinking through a commit: chunks of committed versions past the new end are garbage.
     AQ_RETURN_IF_ERROR(TruncateLocked(txn, n, a.size));
     if (!a.records_stripes) {
@@ -277,7 +283,14 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     }
     n->size = a.size;
     n->mtime = a.mtime;
-    n->ctime = clocks_.wall();
+    n->ctime = now;
+    if (a.attrs) {
+      n->mode = changed.mode;
+      n->uid = changed.uid;
+      n->gid = changed.gid;
+      n->atime = changed.atime;
+      if (a.attrs->valid & (kSetMtime | kSetMtimeNow)) n->mtime = changed.mtime;
+    }
     n->data_version = std::max(n->data_version, a.write_version);
     txn.Dirty(n);
     out.next_write_version = NextWriteVersion(txn);

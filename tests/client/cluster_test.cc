@@ -108,6 +108,55 @@ TEST_F(ClusterTest, ReadsAndWritesGoOnPastTwoDataServersThatStopAnswering) {
   }
 }
 
+// tar and cp -a set a file's times (futimens) right after writing it, before close. The
+// buffered writes are committed with the change in one call; the close after it commits nothing
+// more, so the times stay, and another client sees bytes, size and times at once. A time change
+// the server refuses (not the owner) still leaves the writes committed.
+TEST_F(ClusterTest, TimesSetOnAFileWithBufferedWritesStayAfterItsClose) {
+  StartCluster();
+  auto a = NewClient();
+  auto b = NewClient();
+  ASSERT_TRUE(a && b);
+  Result<Client::Opened> f = a->Create(kRootInode, "t", 0644, O_RDWR, kRoot);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const InodeId ino = Client::InodeOf(*f->file);
+  const std::string first = RandomBytes(10000, /*seed=*/31);
+  WriteAt(*a, *f->file, 0, first);
+  AttrChanges times;
+  times.mtime = Timestamp{1234567890, 123};
+  times.atime = Timestamp{1234567000, 9};
+  Result<Attributes> set = a->SetAttr(ino, times, kRoot);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->mtime, (Timestamp{1234567890, 123}));
+  EXPECT_EQ(set->size_bytes, first.size());
+  Result<Attributes> seen = b->Resolve("/t", kRoot);
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->size_bytes, first.size());
+  EXPECT_EQ(seen->mtime, (Timestamp{1234567890, 123}));
+  EXPECT_EQ(seen->atime, (Timestamp{1234567000, 9}));
+  ASSERT_OK(a->Release(std::move(f->file)));
+  seen = b->Resolve("/t", kRoot);
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->mtime, (Timestamp{1234567890, 123})) << "the close set mtime again";
+  Result<std::string> read = b->ReadFile("/t", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == first);
+
+  Result<Client::Opened> again = a->Open(ino, O_RDWR, kRoot);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  const std::string more = RandomBytes(5000, /*seed=*/32);
+  WriteAt(*a, *again->file, first.size(), more);
+  const Caller other{2000, 2000, {}, 1};
+  EXPECT_EQ(a->SetAttr(ino, times, other).status().code(), Code::kNotPermitted);
+  seen = b->Resolve("/t", kRoot);
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->size_bytes, first.size() + more.size()) << "the writes were not committed";
+  ASSERT_OK(a->Release(std::move(again->file)));
+  read = b->ReadFile("/t", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == first + more);
+}
+
 // Counts the chunk files of `inode` under a data server's chunk directory.
 int ChunkFilesOf(const std::string& data_dir, InodeId inode) {
   const std::string prefix = "c." + std::to_string(inode.value()) + ".";

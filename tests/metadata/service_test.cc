@@ -815,6 +815,61 @@ TEST_F(MetadataServiceTest, CommitRejectsStaleAndUnissuedVersions) {
   EXPECT_EQ(svc_->GetAttr(c->attr.ino)->size, 200u);
 }
 
+// A commit may carry a SetAttr (tar's futimens, fchown and fchmod after writing a file): applied
+// after the commit's size and mtime, in the same change, with the caller's rights checked as
+// SetAttr checks them. A refused change refuses the commit: nothing of either is applied.
+TEST_F(MetadataServiceTest, ACommitCarryingASetAttrAppliesBothOrNeither) {
+  auto s = svc_->OpenSession("c");
+  CreateArgs a{kRootInode, "f", S_IFREG | 0600, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const InodeId ino = c->attr.ino;
+  CommitArgs commit{ino, s->session, 300, {50, 5}, c->write_version, false};
+  // Explicit times by another user: not the owner, kNotPermitted, and the size stays 0.
+  SetAttrArgs times;
+  times.valid = kSetMtime | kSetAtime;
+  times.mtime = {1000, 7};
+  times.atime = {900, 3};
+  commit.attrs = times;
+  commit.caller = User(2000);
+  EXPECT_EQ(svc_->Commit(commit).status().code(), Code::kNotPermitted);
+  EXPECT_EQ(svc_->GetAttr(ino)->size, 0u);
+  EXPECT_EQ(svc_->GetAttr(ino)->data_version, 0u);
+  // A size among the attributes is refused.
+  SetAttrArgs sized = times;
+  sized.valid |= kSetSize;
+  commit.attrs = sized;
+  commit.caller = Root();
+  EXPECT_EQ(svc_->Commit(commit).status().code(), Code::kInvalidArgument);
+  // By the owner (root here): the size of the commit, the times and the mode of the SetAttr.
+  times.valid |= kSetMode;
+  times.mode = 0644;
+  commit.attrs = times;
+  auto done = svc_->Commit(commit);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  for (const Inode& n : {done->attr, *svc_->GetAttr(ino)}) {
+    EXPECT_EQ(n.size, 300u);
+    EXPECT_EQ(n.mtime, (Timespec{1000, 7}));
+    EXPECT_EQ(n.atime, (Timespec{900, 3}));
+    EXPECT_EQ(n.mode, uint32_t{S_IFREG | 0644});
+    EXPECT_EQ(n.data_version, c->write_version);
+  }
+  // Without times in it, the commit's own mtime stands; chown by root rides along.
+  SetAttrArgs owner;
+  owner.valid = kSetUid | kSetGid;
+  owner.uid = 1000;
+  owner.gid = 1000;
+  CommitArgs next{ino, s->session, 400, {60, 6}, done->next_write_version, false};
+  next.attrs = owner;
+  next.caller = Root();
+  auto again = svc_->Commit(next);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->attr.mtime, (Timespec{60, 6}));
+  EXPECT_EQ(again->attr.uid, 1000u);
+  EXPECT_EQ(again->attr.gid, 1000u);
+  EXPECT_EQ(again->attr.size, 400u);
+}
+
 // Regression (issue 16, found by a tester): SetAttr took a size of 2^63, after which the file
 // could be neither stat'ed nor removed through a mount. Sizes past kMaxFileBytes (2^63 - 1,
 // what off_t holds) are refused on every call that carries one; kMaxFileBytes itself is taken.

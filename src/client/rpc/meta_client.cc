@@ -53,6 +53,21 @@ void ToPb(const Timestamp& t, pb::Timespec* out) {
   out->set_nsec(t.nsec);
 }
 
+// The changes of `ch` (and who asks) as a SetAttrRequest's valid bits and fields.
+void FillSetAttr(const AttrChanges& ch, const Caller& c, pb::SetAttrRequest* req) {
+  uint32_t valid = 0;
+  if (ch.mode) { valid |= pb::SETATTR_MODE; req->set_mode(*ch.mode); }
+  if (ch.uid) { valid |= pb::SETATTR_UID; req->set_uid(*ch.uid); }
+  if (ch.gid) { valid |= pb::SETATTR_GID; req->set_gid(*ch.gid); }
+  if (ch.size_bytes) { valid |= pb::SETATTR_SIZE; req->set_size(*ch.size_bytes); }
+  if (ch.atime) { valid |= pb::SETATTR_ATIME; ToPb(*ch.atime, req->mutable_atime()); }
+  if (ch.mtime) { valid |= pb::SETATTR_MTIME; ToPb(*ch.mtime, req->mutable_mtime()); }
+  if (ch.atime_now) valid |= pb::SETATTR_ATIME_NOW;
+  if (ch.mtime_now) valid |= pb::SETATTR_MTIME_NOW;
+  req->set_valid(valid);
+  ToPb(c, req->mutable_caller());
+}
+
 Attributes FromPb(const pb::Attr& a) {
   Attributes out;
   out.inode = InodeId(a.ino());
@@ -258,17 +273,7 @@ class GrpcMetaClient final : public MetaClient {
                              SessionId session) override {
     pb::SetAttrRequest req;
     req.set_ino(inode.value());
-    uint32_t valid = 0;
-    if (ch.mode) { valid |= pb::SETATTR_MODE; req.set_mode(*ch.mode); }
-    if (ch.uid) { valid |= pb::SETATTR_UID; req.set_uid(*ch.uid); }
-    if (ch.gid) { valid |= pb::SETATTR_GID; req.set_gid(*ch.gid); }
-    if (ch.size_bytes) { valid |= pb::SETATTR_SIZE; req.set_size(*ch.size_bytes); }
-    if (ch.atime) { valid |= pb::SETATTR_ATIME; ToPb(*ch.atime, req.mutable_atime()); }
-    if (ch.mtime) { valid |= pb::SETATTR_MTIME; ToPb(*ch.mtime, req.mutable_mtime()); }
-    if (ch.atime_now) valid |= pb::SETATTR_ATIME_NOW;
-    if (ch.mtime_now) valid |= pb::SETATTR_MTIME_NOW;
-    req.set_valid(valid);
-    ToPb(c, req.mutable_caller());
+    FillSetAttr(ch, c, &req);
     req.set_session(session.value());
     ForgetDir(inode);
     Touching touching(names_, inode);
@@ -551,8 +556,13 @@ class GrpcMetaClient final : public MetaClient {
                              Timestamp mtime, uint64_t write_version, bool sync,
                              std::span<const ServerId> backfill_servers,
                              const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes,
-                             uint64_t degraded_stripes) override {
+                             uint64_t degraded_stripes, const AttrChanges* attrs,
+                             const Caller& caller) override {
     pb::CommitRequest req;
+    if (attrs != nullptr) {
+      if (attrs->size_bytes) return InvalidArgument("commit: attributes with a size");
+      FillSetAttr(*attrs, caller, req.mutable_attrs());
+    }
     req.set_degraded_stripes(degraded_stripes);
     if (written_stripes != nullptr) {
       req.set_records_stripes(true);

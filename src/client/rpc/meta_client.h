@@ -115,13 +115,17 @@ class MetaClient {
   // each to run a backfill pass. `written_stripes`: the stripes written since the last commit,
   // as [begin, end) ranges (at most kMaxCommitStripeRanges), which join the file's stripe map;
   // null makes the map unknown. `degraded_stripes`: how many of those stripes were accepted with
-  // fewer chunks than positions (status counts them until backfill_servers rebuilt them). Errors: kStale (another session holds the write lease, or the
-  // version is older than the committed one), kInvalidArgument, kUnavailable.
+  // fewer chunks than positions (status counts them until backfill_servers rebuilt them).
+  // `attrs` (no size): a SetAttr by `caller` applied in the same change, after size and mtime;
+  // the reply's attributes include it. Errors: kStale (another session holds the write lease, or
+  // the version is older than the committed one), kInvalidArgument, kUnavailable, and with
+  // `attrs` SetAttr's (kNotPermitted, kPermissionDenied), which refuse the whole commit.
   virtual Result<CommitReply> Commit(
       InodeId inode, SessionId session, uint64_t size_bytes, Timestamp mtime,
       uint64_t write_version, bool sync, std::span<const ServerId> backfill_servers = {},
       const std::vector<std::pair<uint64_t, uint64_t>>* written_stripes = nullptr,
-      uint64_t degraded_stripes = 0) = 0;
+      uint64_t degraded_stripes = 0, const AttrChanges* attrs = nullptr,
+      const Caller& caller = {}) = 0;
   // Tells the metadata server that stripes of `inode` were found lost (the stripe map records
   // them as written and no chunk is readable), for `aquifer status`. At most 1024 stripes.
   // Errors: kUnavailable, the server's. Default (fakes): nothing.

@@ -543,6 +543,18 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     a.records_stripes = req->records_stripes();
     a.degraded_stripes = req->degraded_stripes();
+    if (req->has_attrs()) {
+      const pb::SetAttrRequest& s = req->attrs();
+      SetAttrArgs& set = a.attrs.emplace();
+      set.valid = s.valid();
+      set.mode = s.mode();
+      set.uid = s.uid();
+      set.gid = s.gid();
+      set.size = s.size();
+      set.atime = FromPb(s.atime());
+      set.mtime = FromPb(s.mtime());
+      a.caller = FromPb(s.caller());
+    }
     TaggedCall call(this, req->tag());
     // Applied and the lease still held: answer from it. Without the lease, running the commit
     // again is safe (same size, version and stripes) and gives the right error or answer.
