@@ -201,6 +201,40 @@ void DirNames::Touched(InodeId inode) {
   TouchInodeLocked(inode.value());
 }
 
+DirNames::Change DirNames::Changing(InodeId inode) {
+  std::lock_guard lock(mu_);
+  Change change;
+  auto k = attrs_.find(inode.value());
+  if (k != attrs_.end()) {
+    change.dir = k->second.dir;
+    change.name = k->second.name;
+  }
+  TouchInodeLocked(inode.value());
+  change.epoch = epoch_;
+  change.seq = touch_seq_;
+  return change;
+}
+
+void DirNames::Changed(InodeId inode, const Change& change, const Attributes& attr) {
+  std::lock_guard lock(mu_);
+  const uint64_t ino = inode.value();
+  auto t = touched_.find(ino);
+  const bool untouched = t != touched_.end() && t->second == change.seq;
+  TouchInodeLocked(ino);  // lookups and listings asked during the change may predate it
+  if (!untouched || change.dir == 0 || change.epoch != epoch_ || attr.inode != inode ||
+      !Keepable(attr)) {
+    return;
+  }
+  auto list = lists_.find(change.dir);
+  if (list == lists_.end()) return;
+  auto n = list->second.names.find(change.name);
+  if (n == list->second.names.end() || n->second != ino || list->second.unsure.count(n->first)) {
+    return;
+  }
+  if (attrs_.size() >= limits_.max_names) return;
+  attrs_[ino] = Kept{attr, change.dir, change.name};
+}
+
 void DirNames::Forget(InodeId dir) {
   std::lock_guard lock(mu_);
   DropLocked(dir);

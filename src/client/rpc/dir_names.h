@@ -115,6 +115,22 @@ class DirNames {
   void Removed(InodeId dir, std::string_view name);
   // The attributes of `inode` changed or may have (this client's call, or a recall).
   void Touched(InodeId inode);
+  // This client's own change of `inode` (a SetAttr, a Commit) is about to be sent: as Touched,
+  // remembering where its attributes were kept, so Changed can keep the reply there.
+  struct Change {
+    uint64_t epoch = 0;
+    uint64_t seq = 0;  // the touch this made
+    uint64_t dir = 0;  // the inode's one name, when its attributes were kept (else 0)
+    std::string name;
+  };
+  Change Changing(InodeId inode);
+  // The change succeeded and its reply says `inode` is now `attr`: kept again under the name it
+  // had, when nothing else touched the inode since Changing (a recall, another call of this
+  // client) and that name still names it; as Touched otherwise. Either way replies of lookups
+  // and listings asked during the change are not kept (they may predate it). So a file this
+  // client writes keeps answering the kernel's GETATTR after its own commit, chown and chmod
+  // (tar's futimens, fchown, fchmod, then the kernel asks GETATTR).
+  void Changed(InodeId inode, const Change& change, const Attributes& attr);
   // Something about `dir`'s names is no longer known (a failed change, an exchange).
   void Forget(InodeId dir);
   // Another session changed `name` in `dir` (a cache recall).

@@ -255,6 +255,30 @@ class GrpcMetaClient final : public MetaClient {
     InodeId inode_;
   };
 
+  // Touching for a change whose reply gives the inode's new attributes (SetAttr, Commit): on
+  // success they are kept again where the old ones were (DirNames::Changed).
+  class Changing {
+   public:
+    Changing(DirNames& names, InodeId inode)
+        : names_(names), inode_(inode), change_(names.Changing(inode)) {}
+    ~Changing() {
+      if (after_) {
+        names_.Changed(inode_, change_, *after_);
+      } else {
+        names_.Touched(inode_);
+      }
+    }
+    void Succeeded(const Attributes& attr) { after_ = attr; }
+    Changing(const Changing&) = delete;
+    Changing& operator=(const Changing&) = delete;
+
+   private:
+    DirNames& names_;
+    InodeId inode_;
+    DirNames::Change change_;
+    std::optional<Attributes> after_;
+  };
+
   Result<Attributes> GetAttr(InodeId inode) override {
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
@@ -276,8 +300,10 @@ class GrpcMetaClient final : public MetaClient {
     FillSetAttr(ch, c, &req);
     req.set_session(session.value());
     ForgetDir(inode);
-    Touching touching(names_, inode);
-    return AttrCall(&pb::MetaService::Stub::SetAttr, req, Retry::kNo);
+    Changing changing(names_, inode);
+    Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::SetAttr, req, Retry::kNo);
+    if (attr.ok()) changing.Succeeded(*attr);
+    return attr;
   }
 
   Result<OpenReply> Create(InodeId parent, std::string_view name, uint32_t mode, uint64_t rdev,
@@ -579,10 +605,12 @@ class GrpcMetaClient final : public MetaClient {
     req.set_sync(sync);
     for (ServerId id : backfill_servers) req.add_backfill_servers(id.value());
     pb::CommitResponse resp;
-    Touching touching(names_, inode);
+    Changing changing(names_, inode);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Commit, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
-    return CommitReply{FromPb(resp.attr()), resp.next_write_version()};
+    CommitReply reply{FromPb(resp.attr()), resp.next_write_version()};
+    changing.Succeeded(reply.attr);
+    return reply;
   }
 
   Status ReportLost(InodeId inode, std::span<const uint64_t> stripes) override {

@@ -236,6 +236,58 @@ TEST_F(DirNamesTest, ARepliedStateOlderThanAChangeIsNotKept) {
   EXPECT_FALSE(names_.FindEntry(d_, "new2").attr.has_value());
 }
 
+// This client's own SetAttr or Commit replies with the inode's new attributes: they are kept
+// where the old ones were, so the kernel's GETATTR after tar's futimens, fchown and fchmod is
+// answered here. Not when anything else touched the inode during the change (a recall, another
+// call), not when the name went, and never a lookup reply asked during the change.
+TEST_F(DirNamesTest, AClientsOwnChangeKeepsItsRepliedAttributesWhereTheOldOnesWere) {
+  Made(d_);
+  DirNames::Ticket t = names_.Begin(d_);
+  Attributes made = File(20);
+  names_.Added(d_, "a", &made, &t);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  DirNames::Change c = names_.Changing(InodeId(20));
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value()) << "the old copy during the change";
+  Attributes after = File(20, 1, 300);
+  after.mode = S_IFREG | 0600;
+  names_.Changed(InodeId(20), c, after);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_EQ(names_.CachedAttr(InodeId(20))->size_bytes, 300u);
+  EXPECT_EQ(names_.FindEntry(d_, "a").attr->mode, uint32_t{S_IFREG | 0600});
+  // Changes in a row keep following each other.
+  c = names_.Changing(InodeId(20));
+  after.mode = S_IFREG | 0644;
+  names_.Changed(InodeId(20), c, after);
+  EXPECT_EQ(names_.CachedAttr(InodeId(20))->mode, uint32_t{S_IFREG | 0644});
+  // A recall during the change: the reply may be older than the other session's change.
+  c = names_.Changing(InodeId(20));
+  names_.Touched(InodeId(20));
+  names_.Changed(InodeId(20), c, after);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  // Nothing kept before the change (so no name known for it): nothing kept after.
+  c = names_.Changing(InodeId(20));
+  names_.Changed(InodeId(20), c, after);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  // A lookup asked during the change is not kept after it, nor is the reply of a second link.
+  t = names_.Begin(d_);
+  names_.Added(d_, "b", &made, &t);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  c = names_.Changing(InodeId(20));
+  t = names_.Begin(d_);
+  names_.Changed(InodeId(20), c, File(20, 2));
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  Attributes stale = File(20, 1, 1);
+  names_.Answered(d_, "b", t, &stale);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  // The name removed during the change.
+  t = names_.Begin(d_);
+  names_.Added(d_, "c", &made, &t);
+  c = names_.Changing(InodeId(20));
+  names_.Removed(d_, "c");
+  names_.Changed(InodeId(20), c, after);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+}
+
 TEST_F(DirNamesTest, AServerAnswerSettlesAnUnsureNameOnlyIfNothingChangedSinceItWasAsked) {
   Made(d_);
   names_.Added(d_, "a");
