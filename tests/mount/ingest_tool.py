@@ -27,6 +27,8 @@ import stat
 import sys
 import threading
 
+from coherence_rounds import read, write  # beside this script
+
 
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
@@ -34,13 +36,8 @@ def fail(msg):
 
 
 def sha256_of(path):
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def tree(root, files, seed):
@@ -109,19 +106,6 @@ class Racer:
         ta.join()
         tb.join()
         return out
-
-
-def write(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
-    fd = os.open(path, flags, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def races(a, b, rounds):

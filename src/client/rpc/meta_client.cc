@@ -235,45 +235,31 @@ class GrpcMetaClient final : public MetaClient {
     names_.InstallListed(dir, ticket, std::move(all));
   }
 
-  // Marks an inode's attributes changed (DirNames::Touched) before a call of this client that
-  // changes them is sent and again after its reply, so neither a kept copy nor a lookup or
-  // listing reply read meanwhile outlives the change.
+  // Marks an inode's attributes changed (DirNames::Changing, as Touched) before a call of this
+  // client that changes them is sent and again after its reply, so neither a kept copy nor a
+  // lookup or listing reply read meanwhile outlives the change. A call whose reply gives the
+  // inode's new attributes (SetAttr, Commit) passes them to Succeeded: they are kept again where
+  // the old ones were (DirNames::Changed).
   class Touching {
    public:
     Touching(DirNames& names, InodeId inode, bool changes = true)
         : names_(changes ? &names : nullptr), inode_(inode) {
-      if (names_ != nullptr) names_->Touched(inode_);
+      if (names_ != nullptr) change_ = names_->Changing(inode_);
     }
     ~Touching() {
-      if (names_ != nullptr) names_->Touched(inode_);
+      if (names_ == nullptr) return;
+      if (after_) {
+        names_->Changed(inode_, change_, *after_);
+      } else {
+        names_->Touched(inode_);
+      }
     }
+    void Succeeded(const Attributes& attr) { after_ = attr; }
     Touching(const Touching&) = delete;
     Touching& operator=(const Touching&) = delete;
 
    private:
     DirNames* names_;
-    InodeId inode_;
-  };
-
-  // Touching for a change whose reply gives the inode's new attributes (SetAttr, Commit): on
-  // success they are kept again where the old ones were (DirNames::Changed).
-  class Changing {
-   public:
-    Changing(DirNames& names, InodeId inode)
-        : names_(names), inode_(inode), change_(names.Changing(inode)) {}
-    ~Changing() {
-      if (after_) {
-        names_.Changed(inode_, change_, *after_);
-      } else {
-        names_.Touched(inode_);
-      }
-    }
-    void Succeeded(const Attributes& attr) { after_ = attr; }
-    Changing(const Changing&) = delete;
-    Changing& operator=(const Changing&) = delete;
-
-   private:
-    DirNames& names_;
     InodeId inode_;
     DirNames::Change change_;
     std::optional<Attributes> after_;
@@ -300,9 +286,9 @@ class GrpcMetaClient final : public MetaClient {
     FillSetAttr(ch, c, &req);
     req.set_session(session.value());
     ForgetDir(inode);
-    Changing changing(names_, inode);
+    Touching touching(names_, inode);
     Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::SetAttr, req, Retry::kNo);
-    if (attr.ok()) changing.Succeeded(*attr);
+    if (attr.ok()) touching.Succeeded(*attr);
     return attr;
   }
 
@@ -605,11 +591,11 @@ class GrpcMetaClient final : public MetaClient {
     req.set_sync(sync);
     for (ServerId id : backfill_servers) req.add_backfill_servers(id.value());
     pb::CommitResponse resp;
-    Changing changing(names_, inode);
+    Touching touching(names_, inode);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Commit, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
     CommitReply reply{FromPb(resp.attr()), resp.next_write_version()};
-    changing.Succeeded(reply.attr);
+    touching.Succeeded(reply.attr);
     return reply;
   }
 

@@ -42,6 +42,20 @@ Caller FromPb(const pb::Caller& c) {
 
 Timespec FromPb(const pb::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
 
+// A SetAttrRequest's changes (its valid bits and fields; not who asks, not the inode).
+SetAttrArgs FromPb(const pb::SetAttrRequest& req) {
+  SetAttrArgs a;
+  a.valid = req.valid();
+  a.mode = req.mode();
+  a.uid = req.uid();
+  a.gid = req.gid();
+  a.size = req.size();
+  a.atime = FromPb(req.atime());
+  a.mtime = FromPb(req.mtime());
+  a.ctime = FromPb(req.ctime());
+  return a;
+}
+
 void ToPb(const Timespec& t, pb::Timespec* out) {
   out->set_sec(t.sec);
   out->set_nsec(t.nsec);
@@ -208,15 +222,7 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   grpc::Status SetAttr(grpc::ServerContext*, const pb::SetAttrRequest* req,
                        pb::AttrResponse* resp) override {
-    SetAttrArgs a;
-    a.valid = req->valid();
-    a.mode = req->mode();
-    a.uid = req->uid();
-    a.gid = req->gid();
-    a.size = req->size();
-    a.atime = FromPb(req->atime());
-    a.mtime = FromPb(req->mtime());
-    a.ctime = FromPb(req->ctime());
+    const SetAttrArgs a = FromPb(*req);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->GetAttr(InodeId(req->ino())), resp);
@@ -544,16 +550,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     a.records_stripes = req->records_stripes();
     a.degraded_stripes = req->degraded_stripes();
     if (req->has_attrs()) {
-      const pb::SetAttrRequest& s = req->attrs();
-      SetAttrArgs& set = a.attrs.emplace();
-      set.valid = s.valid();
-      set.mode = s.mode();
-      set.uid = s.uid();
-      set.gid = s.gid();
-      set.size = s.size();
-      set.atime = FromPb(s.atime());
-      set.mtime = FromPb(s.mtime());
-      a.caller = FromPb(s.caller());
+      a.attrs = FromPb(req->attrs());
+      a.caller = FromPb(req->attrs().caller());
     }
     TaggedCall call(this, req->tag());
     // Applied and the lease still held: answer from it. Without the lease, running the commit
