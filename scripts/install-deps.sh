@@ -12,8 +12,9 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libisal-dev libspdlog-dev librocksdb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev
   fio sqlite3 rsync bindfs procps psmisc util-linux python3 curl
+  python3-prometheus-client chromium fonts-dejavu-core
 )
 data_pkgs=(python3-torch python3-pil python3-numpy dataset-fashion-mnist linux-source-6.1 xz-utils)
 pkgs=("${build_pkgs[@]}")

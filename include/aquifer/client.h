@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -108,6 +109,25 @@ struct FsStats {
   uint64_t files = 0;                 // inodes in use
   uint64_t raw_free_bytes = 0;        // free on the up data servers, before any parity overhead
 };
+
+// What the client has done since it connected, for /metrics (docs/metrics.md). Counters only
+// grow.
+struct ClientCounters {
+  uint64_t meta_calls = 0;           // metadata calls sent (a retried call counts once)
+  uint64_t lookups_answered_absent = 0;  // lookups answered "no such name" from a complete
+                                         // name list held under a cache lease (no call)
+  uint64_t lookups_answered_found = 0;   // lookups answered from kept attributes (no call)
+  uint64_t getattrs_answered = 0;        // getattrs answered from kept attributes (no call)
+  uint64_t dir_listings = 0;         // directory name lists fetched to answer lookups
+  uint64_t chunk_reads = 0;          // chunk read RPCs sent
+  uint64_t degraded_reads = 0;       // stripe reads decoded from other chunks, in all
+  // ... by cause: unavailable, checksum, missing_chunk, stale_version, other (in this order;
+  // DegradedCauseNames gives the names).
+  std::array<uint64_t, 5> degraded_reads_by_cause{};
+  uint64_t lost_stripe_reads = 0;    // reads of stripes with fewer than k chunks left (EIO)
+};
+// "unavailable", "checksum", "missing_chunk", "stale_version", "other".
+const std::array<const char*, 5>& DegradedCauseNames();
 
 // A POSIX record lock (fcntl) or flock range. Bytes [start, end], end inclusive;
 // end == UINT64_MAX means to the end of the file.
@@ -251,6 +271,8 @@ class Client {
   Result<std::vector<std::string>> ListXattr(InodeId inode, const Caller& caller);
   Status RemoveXattr(InodeId inode, std::string_view name, const Caller& caller);
   Result<FsStats> StatFs();
+  // This client's counters (ClientCounters). Thread-safe, lock-free.
+  ClientCounters Counters() const;
 
   // --- files -----------------------------------------------------------------------------
   // `flags` are open(2) flags; O_TRUNC truncates, O_APPEND makes every Write append at the

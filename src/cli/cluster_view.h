@@ -98,6 +98,27 @@ struct MovesView {
   uint64_t degraded_stripes = 0; // written below k + m, backfill pending
 };
 
+// GetActivity: the open sessions and the metadata server's recent events.
+struct SessionView {
+  uint64_t id = 0;
+  std::string client_name;  // a mount's "host:mountpoint"; escaped by the server, still untrusted
+  int64_t idle_ms = 0;
+  uint64_t inodes = 0;
+  bool caches = false;
+};
+struct EventView {
+  uint64_t seq = 0;
+  int64_t unix_ms = 0;
+  std::string severity;  // "info" | "warning" | "error"
+  std::string text;
+};
+struct ActivityView {
+  std::vector<SessionView> sessions;
+  std::vector<EventView> events;  // newest first
+  std::string http_address;       // "" when the metadata server serves no HTTP
+  int64_t started_unix_ms = 0;
+};
+
 // DrainServer / RemoveServer reply.
 struct ServerAdminResult {
   uint32_t positions_held = 0;

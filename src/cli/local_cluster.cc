@@ -121,7 +121,11 @@ std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                    "--k", std::to_string(s.k),
                                    "--m", std::to_string(s.m),
                                    "--unit-bytes", std::to_string(s.unit_bytes),
-                                   "--log-level", o.log_level};
+                                   "--log-level", o.log_level,
+                                   // /metrics and the status page, on a port the kernel
+                                   // chooses; `aquifer status` prints it
+                                   "--http-listen", "127.0.0.1:0",
+                                   "--http-port-file", PortFile(s, "meta.http")};
   if (!o.meta_config.empty()) {
     argv.push_back("--config");
     argv.push_back(o.meta_config);
@@ -139,7 +143,9 @@ std::vector<std::string> DataArgv(const std::string& bin, const ClusterState& s,
                                    "--meta", s.meta.address,
                                    "--failure-domain", d.failure_domain,
                                    "--port-file", PortFile(s, d.failure_domain),
-                                   "--log-level", log_level};
+                                   "--log-level", log_level,
+                                   "--http-listen", "127.0.0.1:0",
+                                   "--http-port-file", PortFile(s, d.failure_domain + ".http")};
   if (d.capacity_bytes > 0) {
     argv.push_back("--capacity-bytes");
     argv.push_back(std::to_string(d.capacity_bytes));
@@ -423,7 +429,9 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       }
       if (mount_alive) (void)StopProcess(s.mount.pid, kMountExe, std::chrono::seconds(5));
       AQ_RETURN_IF_ERROR(MakeDirs(s.mount.dir));
-      std::vector<std::string> argv = {*mount_bin, s.meta.address, s.mount.dir, "-f"};
+      std::vector<std::string> argv = {
+          *mount_bin, s.meta.address, s.mount.dir, "-f", "-o",
+          "http_listen=127.0.0.1:0,http_port_file=" + PortFile(s, "mount.http")};
       if (!o.mount_options.empty()) {
         argv.push_back("-o");
         argv.push_back(o.mount_options);

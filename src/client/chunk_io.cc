@@ -59,6 +59,7 @@ void Zeros(ChunkBytes* view, std::span<std::byte> out) {
 struct ChunkIo::Fetch {
   enum class State { kNotTried, kOk, kNotFound, kFailed };
   State state = State::kNotTried;
+  Code failure = Code::kOk;  // kFailed: the code the server (or the connection) gave
   uint64_t version = 0;
   uint64_t stripe_bytes = 0;  // the stripe's length when `version` was written (0: not told)
   uint64_t range_begin = 0;  // requested range inside the chunk
@@ -68,6 +69,22 @@ struct ChunkIo::Fetch {
     return state == State::kOk && range_begin <= b && range_end >= e;
   }
 };
+
+const char* ChunkIo::DegradedCauseName(DegradedCause cause) {
+  switch (cause) {
+    case DegradedCause::kUnavailable: return "unavailable";
+    case DegradedCause::kChecksum: return "checksum";
+    case DegradedCause::kMissing: return "missing_chunk";
+    case DegradedCause::kStaleVersion: return "stale_version";
+    case DegradedCause::kOther: return "other";
+  }
+  return "other";
+}
+
+void ChunkIo::CountDegraded(DegradedCause cause) {
+  degraded_reads_.fetch_add(1, std::memory_order_relaxed);
+  degraded_by_cause_[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
+}
 
 ChunkIo::ChunkIo(MetaClient* meta, Options options)
     : meta_(meta), options_(options), pool_(std::max(1u, options.io_threads)) {}
@@ -731,6 +748,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
       Result<std::shared_ptr<DataClient>> client = ClientFor(targets[p], map);
       if (!client.ok()) {
         fetches[p].state = Fetch::State::kFailed;
+        fetches[p].failure = client.status().code();
         continue;
       }
       std::shared_ptr<DataClient> dc = *client;
@@ -761,8 +779,10 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
         fetch.state = Fetch::State::kNotFound;
       } else if (r.status().code() == Code::kStale) {
         fetch.state = Fetch::State::kFailed;
+        fetch.failure = Code::kStale;
         superseded = true;
       } else {
+        fetch.failure = r.status().code();
         if (r.status().code() == Code::kUnavailable) RequestRefresh();
         Logger("client")->debug("read chunk failed ino={} stripe={} position={} status={}",
                                 inode.value(), stripe, p, r.status().ToString());
@@ -815,7 +835,29 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     fetch_all(plan);
   }
 
+  // Why the first needed position that has no good range at `vmax` lacks it (DegradedCause).
+  auto degraded_cause = [&](uint64_t vmax) {
+    for (const Need& n : needs) {
+      const Fetch& f = fetches[n.position];
+      if (chunk_len[n.position] == 0 || (f.Covers(n.b, n.e) && f.version == vmax)) continue;
+      switch (f.state) {
+        case Fetch::State::kNotFound: return DegradedCause::kMissing;
+        case Fetch::State::kOk:
+          return f.version != vmax ? DegradedCause::kStaleVersion : DegradedCause::kOther;
+        case Fetch::State::kFailed:
+          if (f.failure == Code::kCorruption) return DegradedCause::kChecksum;
+          if (f.failure == Code::kStale) return DegradedCause::kStaleVersion;
+          if (f.failure == Code::kUnavailable || f.failure == Code::kInternal) {
+            return DegradedCause::kUnavailable;
+          }
+          return DegradedCause::kOther;
+        case Fetch::State::kNotTried: return DegradedCause::kOther;
+      }
+    }
+    return DegradedCause::kOther;
+  };
   bool degraded = false;
+  DegradedCause cause = DegradedCause::kOther;  // set when `degraded` is
   for (;;) {
     uint32_t answered = 0;
     uint64_t vmax = 0;
@@ -945,7 +987,7 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
             std::memset(out.data() + at + count, 0, n.e - n.b - count);
           }
         }
-        if (degraded) degraded_reads_.fetch_add(1);
+        if (degraded) CountDegraded(cause);
         return OkStatus();
       }
       // Degraded: decode [ua, ub) of every unit from any k good positions.
@@ -981,11 +1023,12 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
           std::memcpy(out.data() + n.position * unit + n.b - begin,
                       units[n.position].data() + (n.b - ua), n.e - n.b);
         }
-        degraded_reads_.fetch_add(1);
+        CountDegraded(degraded ? cause : degraded_cause(vmax));
         return OkStatus();
       }
     }
     // Fetch [ua, ub) from every position not yet holding it at a usable version.
+    if (!degraded) cause = degraded_cause(vmax);
     degraded = true;
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> plan;
     for (uint32_t p = 0; p < width; ++p) {

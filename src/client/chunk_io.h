@@ -12,6 +12,7 @@
 // Thread-safe.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -107,8 +108,20 @@ class ChunkIo {
                     bool bound_is_committed = false, ChunkBytes* view = nullptr,
                     const StripeRecord& record = StripeRecord{});
 
-  // Counters for tests and benchmarks.
+  // Why a degraded read (a decode from other chunks) was needed: the first reason found among
+  // the positions the read wanted. kUnavailable: the server was down, slow past the chunk
+  // deadline or unreachable; kChecksum: it answered with a CRC32C mismatch; kMissing: it did not
+  // hold the chunk (a write that missed it, a repair not done yet); kStaleVersion: it held only
+  // an older version; kOther: anything else.
+  enum class DegradedCause : uint8_t { kUnavailable, kChecksum, kMissing, kStaleVersion, kOther };
+  static constexpr size_t kDegradedCauses = 5;
+  static const char* DegradedCauseName(DegradedCause cause);  // "unavailable", "checksum", ...
+
+  // Counters for tests, benchmarks and /metrics.
   uint64_t degraded_reads() const { return degraded_reads_.load(); }
+  uint64_t degraded_reads(DegradedCause cause) const {
+    return degraded_by_cause_[static_cast<size_t>(cause)].load();
+  }
   uint64_t chunk_rpcs() const { return chunk_rpcs_.load(); }
   uint64_t version_fallbacks() const { return version_fallbacks_.load(); }
   uint64_t lost_stripe_reads() const { return lost_stripe_reads_.load(); }
@@ -125,6 +138,7 @@ class ChunkIo {
   // The hand-off candidates of every position of `stripe` in `map`; empty when there are none.
   static Handoffs HandoffsOf(const Layout& layout, uint64_t stripe, const ClusterMap& map);
 
+  void CountDegraded(DegradedCause cause);
   // Counts a read of a lost stripe and tells the metadata server, once per (inode, stripe).
   void NoteLost(InodeId inode, uint64_t stripe);
   Result<std::shared_ptr<DataClient>> ClientFor(ServerId id, const ClusterMap& map);
@@ -166,6 +180,7 @@ class ChunkIo {
   std::atomic<int64_t> last_sync_refresh_ms_{0};  // steady clock, of FreshMap's last fetch
   std::atomic<bool> refresh_requested_{false};
   std::atomic<uint64_t> degraded_reads_{0};
+  std::array<std::atomic<uint64_t>, kDegradedCauses> degraded_by_cause_{};
   std::atomic<uint64_t> chunk_rpcs_{0};
   std::atomic<uint64_t> version_fallbacks_{0};
   std::atomic<uint64_t> lost_stripe_reads_{0};

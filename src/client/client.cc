@@ -247,6 +247,30 @@ Client::~Client() = default;
 
 bool Client::CachesUnderLeases() const { return impl_->cache_leases_on_.load(); }
 
+const std::array<const char*, 5>& DegradedCauseNames() {
+  static const std::array<const char*, 5> names = [] {
+    std::array<const char*, 5> n{};
+    for (size_t i = 0; i < n.size(); ++i) {
+      n[i] = client::ChunkIo::DegradedCauseName(static_cast<client::ChunkIo::DegradedCause>(i));
+    }
+    return n;
+  }();
+  return names;
+}
+
+ClientCounters Client::Counters() const {
+  ClientCounters c;
+  impl_->meta_->AddCallCounts(&c);
+  const client::ChunkIo& io = *impl_->io_;
+  c.chunk_reads = io.chunk_rpcs();
+  c.degraded_reads = io.degraded_reads();
+  for (size_t i = 0; i < c.degraded_reads_by_cause.size(); ++i) {
+    c.degraded_reads_by_cause[i] = io.degraded_reads(static_cast<client::ChunkIo::DegradedCause>(i));
+  }
+  c.lost_stripe_reads = io.lost_stripe_reads();
+  return c;
+}
+
 std::chrono::steady_clock::duration Client::CacheTrustLeft() const {
   using Clock = std::chrono::steady_clock;
   if (!impl_->cache_leases_on_.load()) return Clock::duration::max();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "client_fuse/fuse_metrics.h"
 #include "common/logging.h"
 
 namespace aquifer::fuse {
@@ -131,6 +132,7 @@ void ReplyError(fuse_req_t req, const Status& status, const char* op) {
   } else {
     SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno={} status={}", op, err, status.ToString());
   }
+  CountFuseError(err);
   fuse_reply_err(req, err);
 }
 
@@ -144,6 +146,7 @@ void ReplyInodeError(fuse_req_t req, const Status& status, const char* op) {
   if (status.code() == Code::kNotFound) {
     SPDLOG_LOGGER_DEBUG(&Log(), "{} failed errno=ESTALE (inode gone) status={}", op,
                         status.ToString());
+    CountFuseError(ESTALE);
     fuse_reply_err(req, ESTALE);
     return;
   }
@@ -549,9 +552,12 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   }
   std::vector<iovec> iov;
   iov.reserve(view->pieces.size());
+  uint64_t bytes = 0;
   for (const auto& piece : view->pieces) {
     iov.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+    bytes += piece.size();
   }
+  CountFuseBytes(FuseOp::kRead, bytes);
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
@@ -566,6 +572,7 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
   Result<size_t> n = append ? ClientOf(req).Append(FileOf(fi), bytes)
                             : ClientOf(req).Write(FileOf(fi), static_cast<uint64_t>(off), bytes);
   if (!n.ok()) return ReplyError(req, n.status(), "write");
+  CountFuseBytes(FuseOp::kWrite, *n);
   fuse_reply_write(req, *n);
 }
 
@@ -835,44 +842,55 @@ void OnFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
                 (op & LOCK_NB) == 0 && range.type != F_UNLCK, "flock");
 }
 
+// A handler wrapped so that /metrics counts its requests and times it (fuse_metrics.h).
+template <FuseOp Op, auto Fn>
+struct Timed;
+template <FuseOp Op, class... Args, void (*Fn)(Args...)>
+struct Timed<Op, Fn> {
+  static void Call(Args... args) {
+    FuseOpTimer timer(Op);
+    Fn(args...);
+  }
+};
+
 fuse_lowlevel_ops MakeOperations() {
   fuse_lowlevel_ops ops{};
   ops.init = OnInit;
   ops.destroy = OnDestroy;
-  ops.lookup = OnLookup;
-  ops.forget = OnForget;
-  ops.forget_multi = OnForgetMulti;
-  ops.getattr = OnGetAttr;
-  ops.setattr = OnSetAttr;
-  ops.readlink = OnReadlink;
-  ops.mknod = OnMknod;
-  ops.mkdir = OnMkdir;
-  ops.unlink = OnUnlink;
-  ops.rmdir = OnRmdir;
-  ops.symlink = OnSymlink;
-  ops.rename = OnRename;
-  ops.link = OnLink;
-  ops.open = OnOpen;
-  ops.read = OnRead;
-  ops.write = OnWrite;
-  ops.flush = OnFlush;
-  ops.release = OnRelease;
-  ops.fsync = OnFsync;
-  ops.opendir = OnOpenDir;
-  ops.readdir = OnReadDir;
-  ops.readdirplus = OnReadDirPlus;
-  ops.releasedir = OnReleaseDir;
-  ops.fsyncdir = OnFsyncDir;
-  ops.statfs = OnStatFs;
-  ops.setxattr = OnSetXattr;
-  ops.getxattr = OnGetXattr;
-  ops.listxattr = OnListXattr;
-  ops.removexattr = OnRemoveXattr;
-  ops.create = OnCreate;
-  ops.getlk = OnGetLk;
-  ops.setlk = OnSetLk;
-  ops.flock = OnFlock;
-  ops.fallocate = OnFallocate;
+  ops.lookup = Timed<FuseOp::kLookup, OnLookup>::Call;
+  ops.forget = Timed<FuseOp::kForget, OnForget>::Call;
+  ops.forget_multi = Timed<FuseOp::kForget, OnForgetMulti>::Call;
+  ops.getattr = Timed<FuseOp::kGetAttr, OnGetAttr>::Call;
+  ops.setattr = Timed<FuseOp::kSetAttr, OnSetAttr>::Call;
+  ops.readlink = Timed<FuseOp::kReadlink, OnReadlink>::Call;
+  ops.mknod = Timed<FuseOp::kMknod, OnMknod>::Call;
+  ops.mkdir = Timed<FuseOp::kMkdir, OnMkdir>::Call;
+  ops.unlink = Timed<FuseOp::kUnlink, OnUnlink>::Call;
+  ops.rmdir = Timed<FuseOp::kRmdir, OnRmdir>::Call;
+  ops.symlink = Timed<FuseOp::kSymlink, OnSymlink>::Call;
+  ops.rename = Timed<FuseOp::kRename, OnRename>::Call;
+  ops.link = Timed<FuseOp::kLink, OnLink>::Call;
+  ops.open = Timed<FuseOp::kOpen, OnOpen>::Call;
+  ops.read = Timed<FuseOp::kRead, OnRead>::Call;
+  ops.write = Timed<FuseOp::kWrite, OnWrite>::Call;
+  ops.flush = Timed<FuseOp::kFlush, OnFlush>::Call;
+  ops.release = Timed<FuseOp::kRelease, OnRelease>::Call;
+  ops.fsync = Timed<FuseOp::kFsync, OnFsync>::Call;
+  ops.opendir = Timed<FuseOp::kOpenDir, OnOpenDir>::Call;
+  ops.readdir = Timed<FuseOp::kReadDir, OnReadDir>::Call;
+  ops.readdirplus = Timed<FuseOp::kReadDirPlus, OnReadDirPlus>::Call;
+  ops.releasedir = Timed<FuseOp::kReleaseDir, OnReleaseDir>::Call;
+  ops.fsyncdir = Timed<FuseOp::kFsyncDir, OnFsyncDir>::Call;
+  ops.statfs = Timed<FuseOp::kStatFs, OnStatFs>::Call;
+  ops.setxattr = Timed<FuseOp::kSetXattr, OnSetXattr>::Call;
+  ops.getxattr = Timed<FuseOp::kGetXattr, OnGetXattr>::Call;
+  ops.listxattr = Timed<FuseOp::kListXattr, OnListXattr>::Call;
+  ops.removexattr = Timed<FuseOp::kRemoveXattr, OnRemoveXattr>::Call;
+  ops.create = Timed<FuseOp::kCreate, OnCreate>::Call;
+  ops.getlk = Timed<FuseOp::kGetLk, OnGetLk>::Call;
+  ops.setlk = Timed<FuseOp::kSetLk, OnSetLk>::Call;
+  ops.flock = Timed<FuseOp::kFlock, OnFlock>::Call;
+  ops.fallocate = Timed<FuseOp::kFallocate, OnFallocate>::Call;
   return ops;
 }
 

@@ -28,7 +28,10 @@
 #include "client_fuse/kernel_invalidator.h"
 #include "common/allocator.h"
 #include "common/lock_checks.h"
+#include "common/http_endpoint.h"
 #include "common/logging.h"
+#include "common/metrics.h"
+#include "common/port_file.h"
 
 namespace aquifer::fuse {
 namespace {
@@ -115,6 +118,42 @@ int ForkAndWait() {
   close(fds[0]);
   setsid();
   return fds[1];
+}
+
+// The client library's counters as Prometheus families, read at each scrape (docs/metrics.md).
+metrics::Collector RegisterClientMetrics(const Client* client) {
+  return metrics::Collector([client] {
+    using metrics::Counter;
+    const ClientCounters c = client->Counters();
+    auto one = [](uint64_t v) { return std::vector<metrics::Sample>{{{}, static_cast<double>(v)}}; };
+    std::vector<metrics::Sample> by_cause;
+    for (size_t i = 0; i < c.degraded_reads_by_cause.size(); ++i) {
+      by_cause.push_back({{{"cause", DegradedCauseNames()[i]}},
+                          static_cast<double>(c.degraded_reads_by_cause[i])});
+    }
+    return std::vector<prometheus::MetricFamily>{
+        Counter("aquifer_client_meta_calls_total",
+                "metadata calls sent to aquifer-meta (a retried call counts once)",
+                one(c.meta_calls)),
+        Counter("aquifer_client_cache_answers_total",
+                "lookups and getattrs answered in the mount from what cache leases keep, with "
+                "no metadata call",
+                {{{{"kind", "lookup_absent"}}, static_cast<double>(c.lookups_answered_absent)},
+                 {{{"kind", "lookup_found"}}, static_cast<double>(c.lookups_answered_found)},
+                 {{{"kind", "getattr"}}, static_cast<double>(c.getattrs_answered)}}),
+        Counter("aquifer_client_dir_listings_total",
+                "directory name lists fetched to answer lookups under cache leases",
+                one(c.dir_listings)),
+        Counter("aquifer_client_chunk_reads_total", "chunk read RPCs sent to data servers",
+                one(c.chunk_reads)),
+        Counter("aquifer_client_degraded_reads_total",
+                "stripe reads decoded from other chunks, by the cause of the first missing one",
+                by_cause),
+        Counter("aquifer_client_lost_stripe_reads_total",
+                "reads of stripes with fewer than k chunks left (answered EIO)",
+                one(c.lost_stripe_reads)),
+    };
+  });
 }
 
 void RedirectStdio(const std::string& log_file) {
@@ -257,6 +296,28 @@ int Run(int argc, char** argv) {
   }
   daemon.client = std::move(*client);
   daemon.cache_leases = invalidator != nullptr && daemon.client->CachesUnderLeases();
+  // /metrics: FUSE requests are counted by the handlers (fuse_metrics.h); the client library's
+  // counters are read at each scrape. Started before the mount, so a port that cannot be bound
+  // fails the mount rather than leaving it unwatched.
+  metrics::Collector client_metrics = RegisterClientMetrics(daemon.client.get());
+  std::unique_ptr<HttpEndpoint> http;
+  if (!opts.http_listen.empty()) {
+    auto started =
+        HttpEndpoint::Start(opts.http_listen, {{"/metrics", [] { return metrics::MetricsReply(); }}});
+    Status written = started.ok() && !opts.http_port_file.empty()
+                         ? WritePortFile(opts.http_port_file, (*started)->address())
+                         : OkStatus();
+    if (!started.ok() || !written.ok()) {
+      fprintf(stderr, "aquifer-mount: cannot serve /metrics on %s: %s\n", opts.http_listen.c_str(),
+              (!started.ok() ? started.status() : written).ToString().c_str());
+      NotifyParent(notify_fd, 1);
+      if (invalidator) invalidator->Stop();
+      fuse_session_destroy(se);
+      return 1;
+    }
+    http = std::move(*started);
+    Logger("fuse")->info("http address={} (/metrics)", http->address());
+  }
   daemon.lock_waiters = std::make_unique<LockWaiters>(*daemon.client);
 
   if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
@@ -298,6 +359,7 @@ int Run(int argc, char** argv) {
   daemon.lock_waiters.reset();  // answers (EINTR) the lock requests still waiting
 
   Logger("fuse")->info("unmount mountpoint={} loop_result={}", opts.mountpoint, rc);
+  if (http) http->Stop();
   if (invalidator) invalidator->Stop();  // later recalls ask nothing of the kernel
   fuse_session_unmount(se);
   int failed = ReleaseAllOpenFiles(daemon);

@@ -29,6 +29,9 @@ struct MountOptions {
   std::string log_file;               // --log-file / -o log_file=: daemon log (default: stderr,
                                       //   /dev/null once daemonized)
   std::string client_name;            // -o client_name=: shown by aquifer-meta (default host:pid)
+  std::string http_listen;            // -o http_listen=HOST:PORT: serve /metrics there (port 0:
+                                      //   the kernel chooses); "" (default): no HTTP
+  std::string http_port_file;         // -o http_port_file=F: write the bound HTTP HOST:PORT there
   bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
   bool cache_leases = true;           // -o cache_leases=0|1: take cache leases, so other hosts'

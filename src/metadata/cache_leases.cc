@@ -159,6 +159,9 @@ void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, ui
       // cache_lease_ms after it last heard from this server, minus its kernel timeouts).
       Logger("meta")->warn("cache recall session={} seq={} not acknowledged in {} ms; lease broken",
                            h, seq, options_.cache_lease_ms);
+      events_.Record(EventSeverity::kWarning,
+                     fmt::format("session {} did not acknowledge a cache recall in {} ms: its "
+                                 "cache lease was broken", h, options_.cache_lease_ms));
     }
   }
 }

@@ -10,31 +10,19 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/rpc/meta_admin.h"
+#include "cli/status_page.h"
 #include "common/allocator.h"
+#include "common/http_endpoint.h"
 #include "common/lock_checks.h"
 #include "common/logging.h"
+#include "common/metrics.h"
+#include "common/port_file.h"
+#include "metadata/meta_metrics.h"
 #include "metadata/metadata_service.h"
 #include "metadata/options.h"
 #include "metadata/rpc/meta_rpc.h"
 
-namespace {
-
-// Writes `text` to `path` atomically: a temporary file in the same directory, then rename.
-aquifer::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    out.flush();
-    if (!out) return aquifer::Internal("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return aquifer::Internal("cannot rename " + tmp + " to " + path);
-  }
-  return aquifer::OkStatus();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace aquifer;
@@ -105,8 +93,45 @@ int main(int argc, char** argv) {
     }
   });
 
+  // /metrics and the status page. The page asks this server's own gRPC port, as `aquifer
+  // status` does, so both show the same answers and the same health.
+  metrics::Collector state_metrics = RegisterMetaMetrics(service->get());
+  std::unique_ptr<HttpEndpoint> http;
+  if (!options->http_listen.empty()) {
+    const std::string self = (*server)->address();
+    auto page = [self] {
+      using std::chrono::milliseconds;
+      cli::StatusPageInput in;
+      in.meta_address = self;
+      in.view = cli::FetchClusterView(self, milliseconds(3000));
+      in.moves = cli::FetchMoves(self, milliseconds(3000));
+      in.activity = cli::FetchActivity(self, 50, milliseconds(3000));
+      in.now_unix_ms = std::chrono::duration_cast<milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+      return HttpReply{200, "text/html; charset=utf-8", cli::RenderStatusPage(in)};
+    };
+    auto started = HttpEndpoint::Start(
+        options->http_listen,
+        {{"/metrics", [] { return metrics::MetricsReply(); }}, {"/", page}, {"/status", page}});
+    if (!started.ok()) {
+      log->error("start http failed: {}", started.status().ToString());
+      return 1;
+    }
+    http = std::move(*started);
+    (*service)->set_http_address(http->address());
+    log->info("http address={} (/metrics, /status)", http->address());
+    if (!options->http_port_file.empty()) {
+      Status st = WritePortFile(options->http_port_file, http->address());
+      if (!st.ok()) {
+        log->error("http port file failed: {}", st.ToString());
+        return 1;
+      }
+    }
+  }
+
   if (!options->port_file.empty()) {
-    Status st = WriteFileAtomically(options->port_file, (*server)->address());
+    Status st = WritePortFile(options->port_file, (*server)->address());
     if (!st.ok()) {
       log->error("port file failed: {}", st.ToString());
       return 1;
@@ -119,6 +144,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   log->info("shutdown signal={}", sig);
+  if (http) http->Stop();
   (*server)->Shutdown();
   {
     std::lock_guard lock(tick_mu);

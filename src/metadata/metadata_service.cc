@@ -88,7 +88,10 @@ MetadataService::MetadataService(std::unique_ptr<NamespaceStore> store, const Me
     : store_(std::move(store)),
       options_(options),
       clocks_(std::move(clocks)),
-      default_layout_{options.k, options.m, options.unit_bytes, 0, 0} {}
+      default_layout_{options.k, options.m, options.unit_bytes, 0, 0},
+      started_unix_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()) {}
 
 MetadataService::~MetadataService() = default;
 
@@ -309,7 +312,11 @@ Result<std::optional<Inode>> MetadataService::FindInode(InodeId ino) {
   {
     std::lock_guard lock(cache_mu_);
     auto it = inode_cache_.find(ino.value());
-    if (it != inode_cache_.end()) return std::optional<Inode>(it->second);
+    if (it != inode_cache_.end()) {
+      ++cache_counts_.inode_hits;
+      return std::optional<Inode>(it->second);
+    }
+    ++cache_counts_.inode_misses;
   }
   auto n = store_->GetInode(ino);
   if (n.ok() && n->has_value()) CachePutInode(**n);
@@ -329,9 +336,11 @@ Result<std::optional<Dentry>> MetadataService::FindDentry(InodeId parent, std::s
     std::lock_guard lock(cache_mu_);
     auto it = dentry_cache_.find(key);
     if (it != dentry_cache_.end()) {
+      ++cache_counts_.dentry_hits;
       if (it->second.ino.value() == 0) return std::optional<Dentry>();
       return std::optional<Dentry>(it->second);
     }
+    ++cache_counts_.dentry_misses;
   }
   auto d = store_->GetDentry(parent, name);
   if (d.ok()) CachePutDentry(parent, name, *d);

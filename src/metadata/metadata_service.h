@@ -20,6 +20,7 @@
 // one in-memory update plus one store batch, microseconds). Nothing blocks on the network.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -41,6 +42,7 @@
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
 #include "metadata/backup.h"
+#include "metadata/events.h"
 #include "metadata/namespace_store.h"
 #include "metadata/options.h"
 #include "metadata/types.h"
@@ -232,6 +234,27 @@ struct DegradedPg {
   uint32_t pg_index = 0;
   std::vector<uint32_t> positions;
   std::string reason;  // "repairing", "repair in N ms", "waiting for a server"
+};
+
+// Lookups of the metadata server's in-memory caches (a miss reads RocksDB).
+struct MetaCacheCounts {
+  uint64_t inode_hits = 0, inode_misses = 0, dentry_hits = 0, dentry_misses = 0;
+};
+
+// What sessions hold now (CountHolds).
+struct HoldCounts {
+  uint64_t open_files = 0;    // (inode, session) pairs with the file open
+  uint64_t write_leases = 0;  // inodes with a write lease holder
+  uint64_t locks = 0;         // fcntl and flock locks held
+};
+
+// One open session as ListSessions reports it.
+struct SessionInfo {
+  SessionId id;
+  std::string client_name;  // what the client sent at OpenSession (the mount's host and point)
+  int64_t idle_ms = 0;      // since its last call or keep-alive
+  uint64_t inodes = 0;      // inodes it has open, write-leased or locked
+  bool caches = false;      // holds cache leases
 };
 
 struct MovesReport {
@@ -443,6 +466,32 @@ class MetadataService {
   MovesReport GetMoves();
   Status SetRebalance(const RebalanceKnobs& knobs);
 
+  // --- what the status page shows besides the map and the moves ---
+  // Every open session (a mount or another client), by id. Thread-safe (takes mu_ shared).
+  std::vector<SessionInfo> ListSessions();
+  // The newest `max` events (events.h), newest first. Thread-safe.
+  std::vector<ClusterEvent> RecentEvents(size_t max) const { return events_.Recent(max); }
+  std::array<uint64_t, 3> EventCounts() const { return events_.CountsBySeverity(); }
+  // Where the process serves /metrics and the status page (main sets it once serving; "" until
+  // then or when it serves none). Thread-safe.
+  void set_http_address(std::string address) {
+    std::lock_guard lock(http_mu_);
+    http_address_ = std::move(address);
+  }
+  std::string http_address() const {
+    std::lock_guard lock(http_mu_);
+    return http_address_;
+  }
+  // Lookups of the in-memory inode and dentry caches since start. Thread-safe.
+  MetaCacheCounts CacheCounts() {
+    std::lock_guard lock(cache_mu_);
+    return cache_counts_;
+  }
+  // Opens, write leases and locks held now, over all sessions. Thread-safe (mu_ shared).
+  HoldCounts CountHolds();
+  // Wall-clock time, ms since the epoch, of this object's construction (the process's start).
+  int64_t started_unix_ms() const { return started_unix_ms_; }
+
   // Expires silent sessions, marks silent data servers down, and plans moves (repair after
   // --repair-delay-ms, drain, rebalance, re-planning, throttling). The server calls it from a
   // background thread; tests call it after moving their clock.
@@ -517,6 +566,9 @@ class MetadataService {
     StoreBatch batch;
     std::set<uint32_t> dirty_tables;
     uint32_t moves_created = 0;
+    // For the event log (FlushMoves): moves scheduled, finished and cancelled by this batch,
+    // by MoveKind.
+    std::array<uint32_t, 3> created_by_kind{}, completed_by_kind{}, cancelled_by_kind{};
   };
 
   MetadataService(std::unique_ptr<NamespaceStore> store, const MetaOptions& options,
@@ -604,11 +656,16 @@ class MetadataService {
   // moves, rebalances when wanted and `rebalance`, promotes queued tasks; writes the batch.
   Status Reconcile(int64_t now, MoveBatch& mb, bool rebalance);
   Status FlushMoves(MoveBatch& mb, bool sync);
+  void RecordMoveEvents(const MoveBatch& mb);
 
   std::unique_ptr<NamespaceStore> store_;
   const MetaOptions options_;
   const Clocks clocks_;
   const FileLayout default_layout_;
+  EventLog events_;  // its own lock: recorded under any of the locks below
+  const int64_t started_unix_ms_;
+  mutable std::mutex http_mu_;  // guards http_address_ only
+  std::string http_address_;
 
   std::shared_mutex mu_;  // guards the namespace, next_* counters, states_, sessions_
   uint64_t next_ino_ = 0;         // next inode number to hand out
@@ -703,7 +760,8 @@ class MetadataService {
   uint64_t moves_completed_ = 0;
   std::set<PgPos> waiting_;  // positions that need a move but have no spare failure domain
 
-  std::mutex cache_mu_;  // guards the caches
+  std::mutex cache_mu_;  // guards the caches and cache_counts_
+  MetaCacheCounts cache_counts_;
   std::unordered_map<uint64_t, Inode> inode_cache_;
   std::unordered_map<std::string, Dentry> dentry_cache_;  // ino 0 = known absent
 };

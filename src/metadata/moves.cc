@@ -160,6 +160,7 @@ void MetadataService::AddMove(MoveBatch& mb, uint32_t width, uint32_t pg, uint32
   mb.batch.PutCounter("next_move", next_move_id_);
   mb.dirty_tables.insert(width);
   mb.moves_created++;
+  mb.created_by_kind[static_cast<size_t>(kind)]++;
   move_at_[PgPos{width, pg, pos}] = st.task.id;
   Logger("meta")->info("schedule move task={} kind={} pg={}/{} position={} from={} to={}",
                        st.task.id, MoveKindName(kind), width, pg, pos, from.value(), to.value());
@@ -188,6 +189,7 @@ void MetadataService::DropMove(MoveBatch& mb, uint64_t id, bool gc_destination, 
   }
   mb.dirty_tables.insert(task.pg_width);
   mb.batch.DeleteMoveTask(id);
+  mb.cancelled_by_kind[static_cast<size_t>(task.kind)]++;
   move_at_.erase(PgPos{task.pg_width, task.pg_index, task.position});
   moves_.erase(it);
   // What the destination copied (and what clients dual-wrote there) is garbage now; a GC sent
@@ -215,6 +217,7 @@ void MetadataService::CompleteMove(MoveBatch& mb, uint64_t id, int64_t now) {
   move_at_.erase(PgPos{task.pg_width, task.pg_index, task.position});
   moves_.erase(it);
   moves_completed_++;
+  mb.completed_by_kind[static_cast<size_t>(task.kind)]++;
   // The source keeps its chunks for the catch-up window (docs/repair.md), then deletes them;
   // a source that is down or removed gets the GC whenever it heartbeats again.
   if (task.from != task.to) {
@@ -430,9 +433,28 @@ Status MetadataService::FlushMoves(MoveBatch& mb, bool sync) {
     mb.batch.PutCounter("map_version", map_version_);
   }
   Status st = mb.batch.empty() ? OkStatus() : store_->Write(mb.batch, sync);
+  if (st.ok()) RecordMoveEvents(mb);
   mb = MoveBatch{};
   if (!st.ok()) Logger("meta")->error("persist moves failed: {}", st.ToString());
   return st;
+}
+
+void MetadataService::RecordMoveEvents(const MoveBatch& mb) {
+  // One event per kind and outcome of a batch: a repair of a lost server schedules its
+  // positions in one Tick, and a line per task would push every other event out of the log.
+  auto record = [&](const std::array<uint32_t, 3>& counts, const char* what) {
+    for (size_t k = 0; k < counts.size(); ++k) {
+      if (counts[k] == 0) continue;
+      const auto kind = static_cast<MoveKind>(k);
+      events_.Record(EventSeverity::kInfo,
+                     fmt::format("{} {} task{} {} ({} running or queued now)", counts[k],
+                                 MoveKindName(kind), counts[k] == 1 ? "" : "s", what,
+                                 moves_.size()));
+    }
+  };
+  record(mb.created_by_kind, "scheduled");
+  record(mb.completed_by_kind, "finished");
+  record(mb.cancelled_by_kind, "cancelled");
 }
 
 // --- admin --------------------------------------------------------------------------------------
@@ -452,6 +474,7 @@ Result<ServerAdminResult> MetadataService::DrainServer(ServerId id) {
     BumpMapVersion();
     mb.batch.PutCounter("map_version", map_version_);
     Logger("meta")->info("drain server={}", id.value());
+    events_.Record(EventSeverity::kInfo, fmt::format("data server {} draining", id.value()));
   }
   AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
   ServerAdminResult out;
@@ -491,6 +514,9 @@ Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force)
   BumpMapVersion();
   mb.batch.PutCounter("map_version", map_version_);
   Logger("meta")->warn("remove server={} positions_held={} force={}", id.value(), held, force);
+  events_.Record(EventSeverity::kWarning,
+                 fmt::format("data server {} removed{} ({} PG positions held)", id.value(),
+                             force ? " by force" : "", held));
   AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
   out.moves_scheduled = static_cast<uint32_t>(next_move_id_ - before);
   AQ_RETURN_IF_ERROR(store_->Sync());

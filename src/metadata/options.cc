@@ -4,6 +4,7 @@
 
 #include "aquifer/units.h"
 #include "common/config_file.h"
+#include "common/http_endpoint.h"
 
 namespace aquifer::meta {
 
@@ -14,6 +15,11 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--listen", &o.listen, "HOST:PORT to serve gRPC on (port 0: kernel chooses)");
   options.Add("--db", &o.db, "RocksDB directory (required)");
   options.Add("--port-file", &o.port_file, "write the bound HOST:PORT here once serving");
+  options.Add("--http-listen", &o.http_listen,
+              "HOST:PORT to serve /metrics and the status page on (port 0: kernel chooses; "
+              "empty: no HTTP)");
+  options.Add("--http-port-file", &o.http_port_file,
+              "write the bound HTTP HOST:PORT here once serving");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--k", &o.k, "default data units per stripe");
   options.Add("--m", &o.m, "default parity units per stripe");
@@ -64,6 +70,7 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   if (o.cache_lease_ms != 0 && (o.cache_lease_ms < 3000 || o.cache_lease_ms > 600000)) {
     return InvalidArgument("cache-lease-ms must be 0 (off) or in 3000..600000");
   }
+  if (!o.http_listen.empty()) AQ_RETURN_IF_ERROR(ParseListenAddress(o.http_listen).status());
   if (o.rpc_threads < 1) return InvalidArgument("rpc-threads must be >= 1");
   if (o.wire > 1) return InvalidArgument("wire must be 0 or 1");
   if (o.wire_port > 65535) return InvalidArgument("wire-port must be in 0..65535");

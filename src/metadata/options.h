@@ -13,6 +13,8 @@ struct MetaOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT to serve gRPC on; port 0 = kernel chooses
   std::string db;                      // RocksDB directory (required); created if missing
   std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
+  std::string http_listen;             // HOST:PORT for /metrics and the status page; "" = none
+  std::string http_port_file;          // where to write the bound HTTP HOST:PORT; "" = none
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   uint32_t k = 4;                      // cluster default data units per stripe
   uint32_t m = 2;                      // cluster default parity units per stripe

@@ -414,10 +414,38 @@ Result<uint64_t> MetadataService::ReportLost(InodeId ino, const std::vector<uint
   Logger("meta")->error("data lost ino={} stripes={}{} (recorded: {}); reads of them fail with EIO",
                         ino.value(), list, added.size() > 16 ? ",..." : "",
                         n->lost_stripes.size());
+  events_.Record(EventSeverity::kError,
+                 fmt::format("data lost: inode {} stripes {}{} recorded lost (aquifer fsck lists "
+                             "the file)", ino.value(), list, added.size() > 16 ? ",..." : ""));
   return uint64_t{n->lost_stripes.size()};
 }
 
 // --- sessions ---------------------------------------------------------------------------------
+std::vector<SessionInfo> MetadataService::ListSessions() {
+  const int64_t now = clocks_.mono_ms();
+  std::shared_lock lock(mu_);
+  std::vector<SessionInfo> out;
+  out.reserve(sessions_.size());
+  for (const auto& [id, s] : sessions_) {
+    out.push_back(SessionInfo{SessionId(id), s->client_name, now - s->last_seen_ms.load(),
+                              s->inodes.size(), s->caches.load()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+HoldCounts MetadataService::CountHolds() {
+  std::shared_lock lock(mu_);
+  HoldCounts out;
+  for (const auto& [ino, st] : states_) {
+    out.open_files += st.opens.size();
+    out.write_leases += st.lease_holder != 0 ? 1 : 0;
+    out.locks += st.locks.size();
+  }
+  return out;
+}
+
 Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name, bool caches) {
   std::unique_lock lock(mu_);
   // Ids never repeat across restarts: the boot epoch is in the high bits.
@@ -428,6 +456,8 @@ Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name, 
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   ++next_session_;
   Logger("meta")->info("open session={} client={}", id, client_name);
+  events_.Record(EventSeverity::kInfo,
+                 fmt::format("session {} opened by {}", id, Printable(client_name)));
   return SessionGrant{SessionId(id), options_.session_ttl_ms, options_.cache_lease_ms};
 }
 
@@ -473,8 +503,11 @@ Status MetadataService::CloseSession(SessionId session) {
     return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
   }
   Txn txn(this);
+  const std::string client = sessions_.at(session.value())->client_name;
   ReleaseAllOf(txn, session.value());
   Logger("meta")->info("close session={}", session.value());
+  events_.Record(EventSeverity::kInfo,
+                 fmt::format("session {} of {} closed", session.value(), Printable(client)));
   return Apply(txn, false);
 }
 
@@ -871,6 +904,10 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
   ServerId id = next.record.id;
   Logger("meta")->info("register server={} uuid={} address={} domain={} new={}", id.value(),
                        reg.server_uuid, reg.address, reg.failure_domain, found == nullptr);
+  events_.Record(EventSeverity::kInfo,
+                 fmt::format("data server {} ({}, {}) {}", id.value(),
+                             Printable(reg.failure_domain), Printable(reg.address),
+                             found == nullptr ? "joined" : "registered again"));
   servers_[id.value()] = std::move(next);
   ScheduleDefaultPgTable(clocks_.mono_ms());
   MoveBatch mb;
@@ -914,6 +951,9 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
     BumpMapVersion();
     b.PutCounter("map_version", map_version_);
     Logger("meta")->info("server up server={}", a.server.value());
+    events_.Record(EventSeverity::kInfo,
+                   fmt::format("data server {} ({}) is up again", a.server.value(),
+                               Printable(s.record.failure_domain)));
     ScheduleDefaultPgTable(now);
   }
   std::vector<uint64_t> finished;
@@ -962,6 +1002,9 @@ Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
       const MoveTask task = ms.task;
       Logger("meta")->warn("move failed task={} to={} error={}", task.id, task.to.value(),
                            p.error);
+      events_.Record(EventSeverity::kWarning,
+                     fmt::format("move task {} to data server {} failed: {}", task.id,
+                                 task.to.value(), Printable(p.error)));
       DropMove(mb, task.id, /*gc_destination=*/false, now);
       auto to = ChooseDestination(pg_tables_.at(task.pg_width), task.pg_index, task.position,
                                   {task.to.value(), task.from.value()}, PlannedLoad(std::nullopt));
@@ -1140,6 +1183,8 @@ void MetadataService::DiscountPause(int64_t pause_ms) {
   if (pause_ms <= 0) return;
   Logger("meta")->warn("this server was paused for {} ms: not counted as silence of data servers "
                        "or sessions", pause_ms);
+  events_.Record(EventSeverity::kWarning,
+                 fmt::format("the metadata server was paused for {} ms", pause_ms));
   const int64_t now = clocks_.mono_ms();
   {
     std::lock_guard lock(mu_);
@@ -1162,8 +1207,12 @@ void MetadataService::Tick() {
     if (!expired.empty()) {
       Txn txn(this);
       for (uint64_t id : expired) {
+        const std::string client = sessions_.at(id)->client_name;
         ReleaseAllOf(txn, id);
         Logger("meta")->info("expire session={}", id);
+        events_.Record(EventSeverity::kWarning,
+                       fmt::format("session {} of {} expired: silent over {} ms", id,
+                                   Printable(client), options_.session_ttl_ms));
       }
       Status st = Apply(txn, false);
       if (!st.ok()) Logger("meta")->error("expire sessions failed: {}", st.ToString());
@@ -1177,6 +1226,9 @@ void MetadataService::Tick() {
       s.down_since_ms = now;
       changed = true;
       Logger("meta")->warn("server down server={} silent_ms={}", id, now - s.last_heartbeat_ms);
+      events_.Record(EventSeverity::kWarning,
+                     fmt::format("data server {} ({}) marked down: silent {} ms", id,
+                                 Printable(s.record.failure_domain), now - s.last_heartbeat_ms));
     }
   }
   if (changed) {

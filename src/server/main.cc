@@ -4,8 +4,12 @@
 #include <cstdio>
 
 #include "common/allocator.h"
+#include "common/http_endpoint.h"
 #include "common/lock_checks.h"
 #include "common/logging.h"
+#include "common/metrics.h"
+#include "common/port_file.h"
+#include "server/data_metrics.h"
 #include "server/options.h"
 #include "server/rpc/grpc_data_server.h"
 
@@ -36,9 +40,34 @@ int main(int argc, char** argv) {
     aquifer::Logger("data")->error("start failed: {}", server.status().ToString());
     return 1;
   }
+  // /metrics (docs/metrics.md): the chunk requests counted where they are served, and the
+  // store, scrub and move state read at each scrape.
+  aquifer::metrics::Collector state_metrics =
+      aquifer::server::RegisterDataMetrics(&(*server)->core());
+  std::unique_ptr<aquifer::HttpEndpoint> http;
+  if (!options->http_listen.empty()) {
+    auto started = aquifer::HttpEndpoint::Start(
+        options->http_listen, {{"/metrics", [] { return aquifer::metrics::MetricsReply(); }}});
+    if (!started.ok()) {
+      aquifer::Logger("data")->error("start http failed: {}", started.status().ToString());
+      (*server)->Shutdown();
+      return 1;
+    }
+    http = std::move(*started);
+    aquifer::Logger("data")->info("http address={} (/metrics)", http->address());
+    if (!options->http_port_file.empty()) {
+      aquifer::Status st = aquifer::WritePortFile(options->http_port_file, http->address());
+      if (!st.ok()) {
+        aquifer::Logger("data")->error("http port file failed: {}", st.ToString());
+        (*server)->Shutdown();
+        return 1;
+      }
+    }
+  }
   int sig = 0;
   sigwait(&stop, &sig);
   aquifer::Logger("data")->info("received signal={}, stopping", sig);
+  if (http) http->Stop();
   (*server)->Shutdown();
   return 0;
 }

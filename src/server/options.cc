@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/config_file.h"
+#include "common/http_endpoint.h"
 
 namespace aquifer::server {
 
@@ -26,6 +27,10 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
               "ms a chunk version superseded by a newer committed one stays readable before it "
               "is deleted, for readers whose view still names it (0..600000)");
   options.Add("--port-file", &o.port_file, "write the bound HOST:PORT here once serving");
+  options.Add("--http-listen", &o.http_listen,
+              "HOST:PORT to serve /metrics on (port 0: kernel chooses; empty: no HTTP)");
+  options.Add("--http-port-file", &o.http_port_file,
+              "write the bound HTTP HOST:PORT here once serving");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
   options.Add("--io-depth", &o.io_depth, "io_uring entries per I/O thread");
@@ -62,6 +67,7 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.dir.empty()) return InvalidArgument("--dir DIR is required");
   if (o.meta.empty()) return InvalidArgument("--meta HOST:PORT is required");
   if (o.listen.find(':') == std::string::npos) return InvalidArgument("--listen needs HOST:PORT");
+  if (!o.http_listen.empty()) AQ_RETURN_IF_ERROR(ParseListenAddress(o.http_listen).status());
   if (o.io_depth < 1 || o.io_depth > 4096) return InvalidArgument("io-depth must be in 1..4096");
   if (o.superseded_grace_ms > 600000) {
     return InvalidArgument("superseded-grace-ms must be in 0..600000");

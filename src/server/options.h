@@ -17,6 +17,8 @@ struct DataServerOptions {
   uint32_t full_percent = 95;          // client writes stop above this % of capacity, 1..100
   uint32_t superseded_grace_ms = 3000; // ms a pruned chunk version stays readable, 0..600000
   std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
+  std::string http_listen;             // HOST:PORT for /metrics (port 0: kernel chooses); "" = none
+  std::string http_port_file;          // where to write the bound HTTP HOST:PORT; "" = none
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   std::string log_level = "info";      // trace, debug, info, warn, error, off
   uint32_t io_depth = 32;              // io_uring submission entries per I/O thread, entries

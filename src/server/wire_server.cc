@@ -2,6 +2,8 @@
 // read-request / call-the-store / write-reply until the peer closes.
 #include "server/wire_server.h"
 
+#include "server/data_metrics.h"
+
 #include <algorithm>
 #include <atomic>
 
@@ -93,6 +95,7 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request,
   wire::Reply reply;
   Status status = OkStatus();
   std::string_view data;
+  const auto start = std::chrono::steady_clock::now();
   if (request.op == wire::Op::kWrite) {
     // Bytes that arrive here are the chunk; the store copies them to its file. The whole
     // payload must come within the frame timeout, and memory grows only as it comes.
@@ -116,6 +119,10 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request,
     }
   }
   served.fetch_add(1);  // before the reply, so a client that saw it sees the count too
+  const bool write = request.op == wire::Op::kWrite;
+  CountChunkOp(write ? ChunkOp::kWrite : ChunkOp::kRead, ChunkWire::kChunkWire, status,
+               !status.ok() ? 0 : write ? request.payload_bytes : data.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   const std::string& text = status.message();
   reply.code = status.code();
   reply.message_bytes = status.ok() ? 0

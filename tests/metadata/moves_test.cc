@@ -163,6 +163,64 @@ TEST_F(MovesTest, RepairIsScheduledAfterTheDelayNotBefore) {
   ExpectDistinctDomains();
 }
 
+// The status page's event list tells the story of a failure: the server marked down, one line
+// for the repair tasks it caused (not one per task), the sessions; counts by severity.
+TEST_F(MovesTest, EventsRecordAServerDownAndItsRepairInOneLine) {
+  AddServers(7);
+  auto session = svc_->OpenSession("host1:/mnt/a\x1b[31m", false);
+  ASSERT_TRUE(session.ok());
+  const ServerId dead = Ids()[2];
+  Advance(opts_.heartbeat_timeout_ms + kRepairDelayMs + 300, {dead.value()});
+  ASSERT_FALSE(svc_->GetMoves().moves.empty());
+  const std::vector<ClusterEvent> events = svc_->RecentEvents(kEventLogCapacity);
+  ASSERT_FALSE(events.empty());
+  for (size_t i = 1; i < events.size(); ++i) EXPECT_GT(events[i - 1].seq, events[i].seq);
+  int joined = 0, down = 0, scheduled = 0, opened = 0;
+  for (const ClusterEvent& e : events) {
+    joined += e.text.find(") joined") != std::string::npos;
+    if (e.text.find("data server " + std::to_string(dead.value()) + " (") == 0 &&
+        e.text.find("marked down") != std::string::npos) {
+      ++down;
+      EXPECT_EQ(e.severity, EventSeverity::kWarning);
+    }
+    if (e.text.find("repair tasks scheduled") != std::string::npos) ++scheduled;
+    if (e.text.find("opened by host1:/mnt/a") != std::string::npos) {
+      ++opened;
+      // The client's name is printable: no escape byte reaches a terminal or the page.
+      EXPECT_EQ(e.text.find('\x1b'), std::string::npos) << e.text;
+    }
+  }
+  EXPECT_EQ(joined, 7);
+  EXPECT_EQ(down, 1);
+  EXPECT_EQ(scheduled, 1);
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(svc_->EventCounts()[static_cast<size_t>(EventSeverity::kWarning)], 1u);
+  ASSERT_EQ(svc_->ListSessions().size(), 1u);
+  EXPECT_EQ(svc_->ListSessions()[0].id, session->session);
+}
+
+TEST(EventLogTest, KeepsTheNewestEventsAndCountsAll) {
+  EventLog log;
+  for (size_t i = 0; i < kEventLogCapacity + 10; ++i) {
+    log.Record(i % 2 ? EventSeverity::kError : EventSeverity::kInfo, "e" + std::to_string(i));
+  }
+  const auto recent = log.Recent(kEventLogCapacity * 2);
+  ASSERT_EQ(recent.size(), kEventLogCapacity);
+  EXPECT_EQ(recent.front().text, "e" + std::to_string(kEventLogCapacity + 9));
+  EXPECT_EQ(recent.back().text, "e10");
+  EXPECT_EQ(log.Recent(2).size(), 2u);
+  EXPECT_EQ(log.CountsBySeverity()[0] + log.CountsBySeverity()[2], kEventLogCapacity + 10);
+}
+
+TEST(EventLogTest, PrintableEscapesControlAndNonAsciiBytesAndCutsLongText) {
+  EXPECT_EQ(Printable("ds1"), "ds1");
+  EXPECT_EQ(Printable(std::string("a\nb\x1b[0m", 7)), "a\\x0ab\\x1b[0m");
+  EXPECT_EQ(Printable("back\\slash"), "back\\x5cslash");
+  EXPECT_EQ(Printable("\xc3\xa9"), "\\xc3\\xa9");
+  const std::string longer = Printable(std::string(500, 'x'));
+  EXPECT_EQ(longer, std::string(200, 'x') + "...");
+}
+
 TEST_F(MovesTest, WithoutASpareFailureDomainNoTaskAndTheClusterSaysItIsWaiting) {
   AddServers(6);
   File(kRootInode, "f");

@@ -108,6 +108,7 @@ aq_start_meta() {
   "${env_fp[@]}" "$AQ_META_BIN" --listen "${AQ_META_ADDR:-127.0.0.1:0}" --db "$AQ_SCRATCH/meta-db" \
     --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
     --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
+    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/meta.http" \
     >>"$AQ_SCRATCH/meta.log" 2>&1 &
   AQ_META_PID=$!
   aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
@@ -139,7 +140,8 @@ aq_start_data() {
   mkdir -p "$AQ_SCRATCH/data$i"
   rm -f "$AQ_SCRATCH/data$i.port"
   "$AQ_DATA_BIN" --listen 127.0.0.1:0 --dir "$AQ_SCRATCH/data$i" --meta "$AQ_META_ADDR" \
-    --failure-domain "fd$i" --port-file "$AQ_SCRATCH/data$i.port" --log-level info "$@" \
+    --failure-domain "fd$i" --port-file "$AQ_SCRATCH/data$i.port" --log-level info \
+    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/data$i.http" "$@" \
     >>"$AQ_SCRATCH/data$i.log" 2>&1 &
   AQ_DATA_PIDS[$i]=$!
 }

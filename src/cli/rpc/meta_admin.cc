@@ -136,6 +136,30 @@ Result<MovesView> FetchMoves(const std::string& address, std::chrono::millisecon
   return v;
 }
 
+Result<ActivityView> FetchActivity(const std::string& address, uint32_t max_events,
+                                   std::chrono::milliseconds timeout) {
+  auto stub = aquifer::rpc::MetaService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  aquifer::rpc::GetActivityRequest req;
+  req.set_max_events(max_events);
+  aquifer::rpc::GetActivityResponse resp;
+  grpc::Status st = stub->GetActivity(&ctx, req, &resp);
+  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "GetActivity", address));
+  ActivityView v;
+  for (const auto& s : resp.sessions()) {
+    v.sessions.push_back(
+        SessionView{s.id(), s.client_name(), s.idle_ms(), s.inodes(), s.caches()});
+  }
+  for (const auto& e : resp.events()) {
+    v.events.push_back(EventView{e.seq(), e.unix_ms(), e.severity(), e.text()});
+  }
+  v.http_address = resp.http_address();
+  v.started_unix_ms = resp.started_unix_ms();
+  return v;
+}
+
 namespace {
 
 Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, bool remove,

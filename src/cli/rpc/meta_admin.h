@@ -19,6 +19,10 @@ Result<ClusterView> FetchClusterView(const std::string& address,
 // GetMoves. Errors as FetchClusterView.
 Result<MovesView> FetchMoves(const std::string& address, std::chrono::milliseconds timeout);
 
+// GetActivity: sessions and the newest `max_events` (1..256) events. Errors as FetchClusterView.
+Result<ActivityView> FetchActivity(const std::string& address, uint32_t max_events,
+                                   std::chrono::milliseconds timeout);
+
 // DrainServer: marks `id` draining and schedules moves of its positions. Errors: kNotFound
 // (unknown id), kInvalidArgument (removed server), kUnavailable.
 Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,

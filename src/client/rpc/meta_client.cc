@@ -718,6 +718,13 @@ class GrpcMetaClient final : public MetaClient {
     if (s.ok()) FollowWire(resp.wire_port(), resp.wire_instance(), /*fresh=*/false);
     return s;
   }
+  void AddCallCounts(ClientCounters* out) const override {
+    out->meta_calls = calls_.load(std::memory_order_relaxed);
+    out->lookups_answered_absent = local_absent_.load(std::memory_order_relaxed);
+    out->lookups_answered_found = local_found_.load(std::memory_order_relaxed);
+    out->getattrs_answered = local_getattrs_.load(std::memory_order_relaxed);
+    out->dir_listings = listings_.load(std::memory_order_relaxed);
+  }
   Status CloseSession(SessionId session) override {
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
       Logger("client")->info(

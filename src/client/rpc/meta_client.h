@@ -198,6 +198,9 @@ class MetaClient {
   virtual Result<LockRange> GetLock(InodeId inode, SessionId session, uint64_t owner,
                                     const LockRange& range) = 0;
   virtual Result<ClusterMap> GetClusterMap(uint64_t known_version) = 0;
+  // Calls sent and lookups answered without one (ClientCounters' first five fields); an
+  // implementation that counts nothing leaves them 0. Thread-safe.
+  virtual void AddCallCounts(ClientCounters* out) const { (void)out; }
 };
 
 // Connects (lazily) to aquifer-meta at `address` ("host:port"); each call has deadline `timeout`.

@@ -17,6 +17,7 @@
 
 #include "aquifer/units.h"
 #include "common/logging.h"
+#include "common/rpc/rpc_metrics.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
 #include "wire/meta_wire.h"
@@ -787,6 +788,35 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_same_file_system(r->same_file_system);
     return grpc::Status::OK;
   }
+  grpc::Status GetActivity(grpc::ServerContext*, const pb::GetActivityRequest* req,
+                           pb::GetActivityResponse* resp) override {
+    const uint32_t asked = req->max_events();
+    if (asked > kEventLogCapacity) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("max_events " + std::to_string(asked) + " is over " +
+                                std::to_string(kEventLogCapacity)));
+      return grpc::Status::OK;
+    }
+    SetStatus(resp->mutable_status(), OkStatus());
+    for (const SessionInfo& s : svc_->ListSessions()) {
+      pb::SessionInfo* out = resp->add_sessions();
+      out->set_id(s.id.value());
+      out->set_client_name(Printable(s.client_name));
+      out->set_idle_ms(s.idle_ms);
+      out->set_inodes(s.inodes);
+      out->set_caches(s.caches);
+    }
+    for (const ClusterEvent& e : svc_->RecentEvents(asked == 0 ? 50 : asked)) {
+      pb::ClusterEvent* out = resp->add_events();
+      out->set_seq(e.seq);
+      out->set_unix_ms(e.unix_ms);
+      out->set_severity(EventSeverityName(e.severity));
+      out->set_text(e.text);
+    }
+    resp->set_http_address(svc_->http_address());
+    resp->set_started_unix_ms(svc_->started_unix_ms());
+    return grpc::Status::OK;
+  }
   grpc::Status Sync(grpc::ServerContext*, const pb::SyncRequest*,
                     pb::StatusResponse* resp) override {
     SetStatus(resp->mutable_status(), svc_->Sync());
@@ -886,36 +916,36 @@ class WireDispatch {
  public:
   explicit WireDispatch(ServiceImpl* service) : service_(service) {
     using M = wire::MetaMethod;
-    Add(M::kLookup, &ServiceImpl::Lookup);
-    Add(M::kGetAttr, &ServiceImpl::GetAttr);
-    Add(M::kSetAttr, &ServiceImpl::SetAttr);
-    Add(M::kCreate, &ServiceImpl::Create);
-    Add(M::kMkdir, &ServiceImpl::Mkdir);
-    Add(M::kSymlink, &ServiceImpl::Symlink);
-    Add(M::kLink, &ServiceImpl::Link);
-    Add(M::kUnlink, &ServiceImpl::Unlink);
-    Add(M::kRmdir, &ServiceImpl::Rmdir);
-    Add(M::kRename, &ServiceImpl::Rename);
-    Add(M::kReadlink, &ServiceImpl::Readlink);
-    Add(M::kReadDir, &ServiceImpl::ReadDir);
-    Add(M::kGetXattr, &ServiceImpl::GetXattr);
-    Add(M::kSetXattr, &ServiceImpl::SetXattr);
-    Add(M::kListXattr, &ServiceImpl::ListXattr);
-    Add(M::kRemoveXattr, &ServiceImpl::RemoveXattr);
-    Add(M::kStatFs, &ServiceImpl::StatFs);
-    Add(M::kOpen, &ServiceImpl::Open);
-    Add(M::kRelease, &ServiceImpl::Release);
-    Add(M::kReleaseBatch, &ServiceImpl::ReleaseBatch);
-    Add(M::kCommit, &ServiceImpl::Commit);
-    Add(M::kKeepAlive, &ServiceImpl::KeepAlive);
-    Add(M::kCloseSession, &ServiceImpl::CloseSession);
-    Add(M::kSetLock, &ServiceImpl::SetLock);
-    Add(M::kGetLock, &ServiceImpl::GetLock);
-    Add(M::kGetClusterMap, &ServiceImpl::GetClusterMap);
-    Add(M::kSync, &ServiceImpl::Sync);
-    Add(M::kAcquireLease, &ServiceImpl::AcquireLease);
-    Add(M::kReturnLease, &ServiceImpl::ReturnLease);
-    Add(M::kWaitRecall, &ServiceImpl::WaitRecallOnWire);
+    Add(M::kLookup, "Lookup", &ServiceImpl::Lookup);
+    Add(M::kGetAttr, "GetAttr", &ServiceImpl::GetAttr);
+    Add(M::kSetAttr, "SetAttr", &ServiceImpl::SetAttr);
+    Add(M::kCreate, "Create", &ServiceImpl::Create);
+    Add(M::kMkdir, "Mkdir", &ServiceImpl::Mkdir);
+    Add(M::kSymlink, "Symlink", &ServiceImpl::Symlink);
+    Add(M::kLink, "Link", &ServiceImpl::Link);
+    Add(M::kUnlink, "Unlink", &ServiceImpl::Unlink);
+    Add(M::kRmdir, "Rmdir", &ServiceImpl::Rmdir);
+    Add(M::kRename, "Rename", &ServiceImpl::Rename);
+    Add(M::kReadlink, "Readlink", &ServiceImpl::Readlink);
+    Add(M::kReadDir, "ReadDir", &ServiceImpl::ReadDir);
+    Add(M::kGetXattr, "GetXattr", &ServiceImpl::GetXattr);
+    Add(M::kSetXattr, "SetXattr", &ServiceImpl::SetXattr);
+    Add(M::kListXattr, "ListXattr", &ServiceImpl::ListXattr);
+    Add(M::kRemoveXattr, "RemoveXattr", &ServiceImpl::RemoveXattr);
+    Add(M::kStatFs, "StatFs", &ServiceImpl::StatFs);
+    Add(M::kOpen, "Open", &ServiceImpl::Open);
+    Add(M::kRelease, "Release", &ServiceImpl::Release);
+    Add(M::kReleaseBatch, "ReleaseBatch", &ServiceImpl::ReleaseBatch);
+    Add(M::kCommit, "Commit", &ServiceImpl::Commit);
+    Add(M::kKeepAlive, "KeepAlive", &ServiceImpl::KeepAlive);
+    Add(M::kCloseSession, "CloseSession", &ServiceImpl::CloseSession);
+    Add(M::kSetLock, "SetLock", &ServiceImpl::SetLock);
+    Add(M::kGetLock, "GetLock", &ServiceImpl::GetLock);
+    Add(M::kGetClusterMap, "GetClusterMap", &ServiceImpl::GetClusterMap);
+    Add(M::kSync, "Sync", &ServiceImpl::Sync);
+    Add(M::kAcquireLease, "AcquireLease", &ServiceImpl::AcquireLease);
+    Add(M::kReturnLease, "ReturnLease", &ServiceImpl::ReturnLease);
+    Add(M::kWaitRecall, "WaitRecall", &ServiceImpl::WaitRecallOnWire);
   }
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.
@@ -961,16 +991,22 @@ class WireDispatch {
   using Run = std::function<bool(std::string_view in, std::string* out)>;
 
   template <class Req, class Resp>
-  void Add(wire::MetaMethod method,
+  void Add(wire::MetaMethod method, const char* name,
            grpc::Status (ServiceImpl::*handler)(grpc::ServerContext*, const Req*, Resp*)) {
     ServiceImpl* service = service_;
-    table_[static_cast<size_t>(method)] = [service, handler](std::string_view in,
-                                                             std::string* out) {
+    table_[static_cast<size_t>(method)] = [service, handler, name](std::string_view in,
+                                                                   std::string* out) {
+      const auto start = std::chrono::steady_clock::now();
       Req req;
-      if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return false;
+      if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) {
+        CountRpc("aquifer_meta", name, "bad_request", 0);
+        return false;
+      }
       Resp resp;
       grpc::ServerContext ctx;
       (service->*handler)(&ctx, &req, &resp);
+      CountRpc("aquifer_meta", name, CodeName(CodeFromInt(resp.status().code())),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return resp.SerializeToString(out);
     };
   }
@@ -1019,6 +1055,7 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(out->impl_->service.get());
+  builder.experimental().SetInterceptorCreators(RpcMetricsInterceptors("aquifer_meta"));
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   grpc::ResourceQuota quota("aquifer-meta");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -15,7 +16,10 @@
 
 #include "aquifer/units.h"
 #include "common/logging.h"
+#include "common/port_file.h"
+#include "common/rpc/rpc_metrics.h"
 #include "data.grpc.pb.h"
+#include "server/data_metrics.h"
 #include "server/wire_server.h"
 #include "meta.grpc.pb.h"
 
@@ -66,6 +70,10 @@ void ToRpc(const ChunkPlacement& p, rpc::ChunkPlacement* out) {
   out->set_replicated(p.replicated);
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 class DataServiceImpl final : public rpc::DataService::Service {
  public:
   explicit DataServiceImpl(DataServer* core) : core_(core) {}
@@ -75,21 +83,32 @@ class DataServiceImpl final : public rpc::DataService::Service {
 
   grpc::Status WriteChunk(grpc::ServerContext*, const rpc::WriteChunkRequest* req,
                           rpc::WriteChunkResponse* resp) override {
-    Result<ChunkId> id = FromRpc(req->key());
-    if (!id.ok()) return Reply(id.status(), resp);
-    Result<ChunkPlacement> placement = FromRpc(req->placement());
-    if (!placement.ok()) return Reply(placement.status(), resp);
-    return Reply(core_->store().Write(*id, req->version(), req->committed_version(), req->data(),
-                                      req->sync(), *placement),
-                 resp);
+    const auto start = std::chrono::steady_clock::now();
+    Status outcome = [&] {
+      Result<ChunkId> id = FromRpc(req->key());
+      if (!id.ok()) return id.status();
+      Result<ChunkPlacement> placement = FromRpc(req->placement());
+      if (!placement.ok()) return placement.status();
+      return core_->store().Write(*id, req->version(), req->committed_version(), req->data(),
+                                  req->sync(), *placement);
+    }();
+    CountChunkOp(ChunkOp::kWrite, ChunkWire::kGrpc, outcome,
+                 outcome.ok() ? req->data().size() : 0, SecondsSince(start));
+    return Reply(outcome, resp);
   }
 
   grpc::Status ReadChunk(grpc::ServerContext*, const rpc::ReadChunkRequest* req,
                          rpc::ReadChunkResponse* resp) override {
+    const auto start = std::chrono::steady_clock::now();
     Result<ChunkId> id = FromRpc(req->key());
-    if (!id.ok()) return Reply(id.status(), resp);
+    if (!id.ok()) {
+      CountChunkOp(ChunkOp::kRead, ChunkWire::kGrpc, id.status(), 0, SecondsSince(start));
+      return Reply(id.status(), resp);
+    }
     Result<ChunkReadInfo> r = core_->store().Read(*id, req->max_version(), req->offset(),
                                                   req->length(), resp->mutable_data());
+    CountChunkOp(ChunkOp::kRead, ChunkWire::kGrpc, r.status(), r.ok() ? resp->data().size() : 0,
+                 SecondsSince(start));
     if (!r.ok()) {
       resp->clear_data();
       return Reply(r.status(), resp);
@@ -407,18 +426,6 @@ class GrpcPeerLink final : public PeerLink {
   std::map<std::string, std::unique_ptr<rpc::DataService::Stub>> stubs_;
 };
 
-Status WritePortFile(const std::string& path, const std::string& address) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("create " + tmp + ": " + std::strerror(errno));
-  const std::string line = address + "\n";
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Internal("write port file " + path + ": " + std::strerror(errno));
-  }
-  return OkStatus();
-}
 
 }  // namespace
 
@@ -465,6 +472,7 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.RegisterService(impl->service.get());
+  builder.experimental().SetInterceptorCreators(RpcMetricsInterceptors("aquifer_data"));
   // As in aquifer-meta: with the default MAX_POLLERS (2) the sync server creates and destroys a
   // thread for every request that arrives while two handlers run, which is the common case here
   // (a client writes k+m chunks and reads ahead whole stripes in parallel).
