@@ -101,6 +101,7 @@ aq_read_port_file() { [ -s "$1" ] && grep -q ':' "$1"; }
 # aq_start_meta [FAILPOINT]: starts aquifer-meta on its --db with the cluster's flags and waits
 # for its port file: on 127.0.0.1 port 0 the first time (setting AQ_META_ADDR), afterwards again on
 # that address (clients and data servers know it). FAILPOINT arms AQ_FAILPOINT in that process.
+# AQ_META_FLAGS (e.g. "--repair-delay-ms 1000"), split on spaces, adds aquifer-meta flags.
 aq_start_meta() {
   local -a env_fp=()
   [ -n "${1:-}" ] && env_fp=(env "AQ_FAILPOINT=$1")
@@ -108,7 +109,7 @@ aq_start_meta() {
   "${env_fp[@]}" "$AQ_META_BIN" --listen "${AQ_META_ADDR:-127.0.0.1:0}" --db "$AQ_SCRATCH/meta-db" \
     --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
     --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
-    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/meta.http" \
+    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/meta.http" ${AQ_META_FLAGS:-} \
     >>"$AQ_SCRATCH/meta.log" 2>&1 &
   AQ_META_PID=$!
   aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
