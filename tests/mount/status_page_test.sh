@@ -2,23 +2,25 @@
 # aquifer-meta's web status page, as a browser renders it (Debian's headless Chromium), shows a
 # killed data server as down and the repair that rebuilds its positions, with progress.
 # Seven data servers, RS 4+2: every placement group has a spare failure domain, so killing one
-# server makes repair tasks. Repair starts 1 s after the server is marked down and each task
-# copies at 1 MiB/s, one task per destination, so it is still running when the browser looks.
+# server makes repair tasks. Repair starts 1 s after the server is marked down; 8 placement
+# groups hold 192 MiB, so each task rebuilds about 6 MiB, chunk by chunk, reading at 1 MiB/s:
+# tasks run for tens of seconds and their progress moves in steps the page can show.
 #   before: the page rendered by Chromium says health ok, all seven servers up, no repair row.
 #   after kill -9 of data3: the rendered page has data3's row (found by the id data3 reports in
 #     its /metrics, and its gRPC address) with data-state="down" and the text DOWN, every other
-#     server up, a health that is not ok, and a repair task running with a progress bar; the
-#     summary counts it as running. The screenshot is a PNG of the window's size.
+#     server up, a health that is not ok, and a running repair task from that server whose
+#     progress bar and bytes are past 0; the summary counts running tasks. The screenshot is a
+#     PNG of the window's size.
 # AQ_STATUS_SCREENSHOT=FILE copies the screenshot there (docs/status_page.png is made so).
 # Needs /usr/bin/chromium (CHROMIUM=... for another), curl and /usr/bin/python3.
 AQ_DATA_SERVERS=7
-AQ_META_FLAGS="--repair-delay-ms 1000 --move-rate-mib 1 --max-concurrent-moves 1"
+AQ_META_FLAGS="--pgs-per-table 8 --repair-delay-ms 1000 --move-rate-mib 1"
 source "$(dirname "$0")/lib.sh"
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$CHROMIUM" ] || aq_fail "no Chromium at $CHROMIUM"
 M=$AQ_SCRATCH/mnt
 VICTIM=3
-FILES=24 FILE_MIB=8  # 192 MiB: about 41 MiB of chunks on each server to rebuild
+FILES=24 FILE_MIB=8  # 192 MiB: 288 MiB of chunks, about 41 MiB on each server
 
 # Chromium renders URL once: the DOM after scripts to OUT.html, the window to OUT.png. Its
 # profile lives in the scratch directory, so teardown removes it.
@@ -133,12 +135,12 @@ else:
     if len(page.servers) != 7 or others:
         problems.append(f"not six other servers up (down: {others})")
     # Columns: Task, Kind, State, PG, From, To, Progress, Bytes, Rate, ETA
-    running = [c for k, c, bar in page.moves if k == "repair" and len(c) > 6 and
-               c[2] == "running" and bar and c[6].endswith("%")]
+    running = [c for k, c, bar in page.moves if k == "repair" and len(c) > 7 and
+               c[2] == "running" and bar and c[4].split(" ")[0] == victim]
     if not running:
-        problems.append("no running repair row with a progress bar")
-    elif not any(c[4].startswith(victim + " ") or c[4] == victim for c in running):
-        problems.append(f"no running repair moves a position from server {victim}")
+        problems.append(f"no running repair row from server {victim} with a progress bar")
+    elif not any(c[6] not in ("0%", "") and not c[7].startswith("0 B /") for c in running):
+        problems.append("no running repair row shows progress past 0")
     if not page.summary.strip() or page.summary.split()[0] in ("0", ""):
         problems.append(f"moves summary does not count a running task: {page.summary!r}")
 for p in problems:
@@ -187,15 +189,15 @@ ADDRESS=$(cat "$AQ_SCRATCH/data$VICTIM.port")
 aq_log "data$VICTIM is server $ID at $ADDRESS"
 aq_kill_data "$VICTIM"
 
-# curl until the page shows the server down and a repair task running.
+# curl until the page shows the server down and a running repair task past 0%.
 repairing() {
   curl -sf "$URL" >"$AQ_SCRATCH/page.html" || return 1
   grep -q "data-server=\"$ID\" data-state=\"down\"" "$AQ_SCRATCH/page.html" &&
-    grep -q '<tr data-kind="repair"><td>[0-9]*</td><td>repair</td><td>running</td>' \
+    grep -Eq '<tr data-kind="repair"><td>[0-9]+</td><td>repair</td><td>running</td>.*</span> [1-9][0-9]*%' \
       "$AQ_SCRATCH/page.html"
 }
-aq_wait_for 30 "the page to show server $ID down and a repair running" repairing
-aq_log "page shows server $ID down and repair running: $(grep -o '<p id="moves-summary">[^<]*' \
+aq_wait_for 60 "the page to show server $ID down and a repair under way" repairing
+aq_log "page shows server $ID down and repair under way: $(grep -o '<p id="moves-summary">[^<]*' \
   "$AQ_SCRATCH/page.html" | cut -d'>' -f2)"
 
 render "$URL" "$AQ_SCRATCH/after"

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
+#include <string_view>
 
 #include "aquifer/status.h"
 #include "common/metrics.h"
@@ -50,14 +52,31 @@ int ReplyCode(const void* message) {
   return status.GetReflection()->GetInt32(status, code);
 }
 
+// The RpcMethodMetrics of (prefix, method), made on first use and kept for the process's life.
+RpcMethodMetrics& MethodMetrics(const std::string& prefix, std::string_view method) {
+  static std::shared_mutex mu;
+  static auto* all = new std::map<std::string, std::unique_ptr<RpcMethodMetrics>, std::less<>>();
+  std::string key = prefix + "/" + std::string(method);
+  {
+    std::shared_lock lock(mu);
+    auto it = all->find(key);
+    if (it != all->end()) return *it->second;
+  }
+  std::unique_lock lock(mu);
+  auto& slot = (*all)[key];
+  if (!slot) slot = std::make_unique<RpcMethodMetrics>(prefix, std::string(method));
+  return *slot;
+}
+
 class MetricsInterceptor : public grpc::experimental::Interceptor {
  public:
   MetricsInterceptor(const std::string& prefix, const char* full_method)
-      : families_(FamiliesOf(prefix)), start_(std::chrono::steady_clock::now()) {
-    std::string_view m = full_method == nullptr ? "unknown" : full_method;
-    const size_t slash = m.rfind('/');
-    method_ = std::string(slash == std::string_view::npos ? m : m.substr(slash + 1));
-  }
+      : metrics_([&]() -> RpcMethodMetrics& {
+          std::string_view m = full_method == nullptr ? "unknown" : full_method;
+          const size_t slash = m.rfind('/');
+          return MethodMetrics(prefix, slash == std::string_view::npos ? m : m.substr(slash + 1));
+        }()),
+        start_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using H = grpc::experimental::InterceptionHookPoints;
@@ -65,21 +84,19 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
       code_ = ReplyCode(methods->GetSendMessage());
     }
     if (methods->QueryInterceptionHookPoint(H::PRE_SEND_STATUS)) {
-      const bool transport_ok = methods->GetSendStatus().ok();
-      const char* name = !transport_ok ? "transport"
-                         : code_ < 0   ? "ok"
-                                       : CodeName(CodeFromInt(code_));
-      families_.requests->Add({{"method", method_}, {"code", name}}).Increment();
-      families_.seconds->Add({{"method", method_}}, metrics::LatencyBuckets())
-          .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
-                       .count());
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (!methods->GetSendStatus().ok()) {
+        metrics_.CountTransportFailure(seconds);
+      } else {
+        metrics_.Count(code_ < 0 ? Code::kOk : CodeFromInt(code_), seconds);
+      }
     }
     methods->Proceed();
   }
 
  private:
-  Families& families_;
-  std::string method_;
+  RpcMethodMetrics& metrics_;
   std::chrono::steady_clock::time_point start_;
   int code_ = -1;
 };
@@ -105,11 +122,40 @@ RpcMetricsInterceptors(const std::string& prefix) {
   return out;
 }
 
-void CountRpc(const std::string& prefix, const std::string& method, const char* code_name,
-              double seconds) {
-  Families& f = FamiliesOf(prefix);
-  f.requests->Add({{"method", method}, {"code", code_name}}).Increment();
-  f.seconds->Add({{"method", method}}, metrics::LatencyBuckets()).Observe(seconds);
+RpcMethodMetrics::RpcMethodMetrics(const std::string& prefix, std::string method)
+    : requests_(*FamiliesOf(prefix).requests),
+      method_(std::move(method)),
+      latency_(FamiliesOf(prefix).seconds->Add({{"method", method_}}, metrics::LatencyBuckets())) {
+}
+
+void RpcMethodMetrics::Count(Code code, double seconds) {
+  const size_t c = std::min(static_cast<size_t>(code), kCodes - 1);
+  prometheus::Counter* counter = by_code_[c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = &requests_.Add({{"method", method_}, {"code", CodeName(code)}});
+    by_code_[c].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  latency_.Observe(seconds);
+}
+
+void RpcMethodMetrics::CountTransportFailure(double seconds) {
+  prometheus::Counter* counter = transport_.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = &requests_.Add({{"method", method_}, {"code", "transport"}});
+    transport_.store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  latency_.Observe(seconds);
+}
+
+void RpcMethodMetrics::CountBadRequest() {
+  prometheus::Counter* counter = bad_request_.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = &requests_.Add({{"method", method_}, {"code", "bad_request"}});
+    bad_request_.store(counter, std::memory_order_release);
+  }
+  counter->Increment();
 }
 
 }  // namespace aquifer

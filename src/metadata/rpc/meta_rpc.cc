@@ -994,19 +994,20 @@ class WireDispatch {
   void Add(wire::MetaMethod method, const char* name,
            grpc::Status (ServiceImpl::*handler)(grpc::ServerContext*, const Req*, Resp*)) {
     ServiceImpl* service = service_;
-    table_[static_cast<size_t>(method)] = [service, handler, name](std::string_view in,
-                                                                   std::string* out) {
+    auto counts = std::make_shared<RpcMethodMetrics>("aquifer_meta", name);
+    table_[static_cast<size_t>(method)] = [service, handler, counts](std::string_view in,
+                                                                     std::string* out) {
       const auto start = std::chrono::steady_clock::now();
       Req req;
       if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) {
-        CountRpc("aquifer_meta", name, "bad_request", 0);
+        counts->CountBadRequest();
         return false;
       }
       Resp resp;
       grpc::ServerContext ctx;
       (service->*handler)(&ctx, &req, &resp);
-      CountRpc("aquifer_meta", name, CodeName(CodeFromInt(resp.status().code())),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      counts->Count(CodeFromInt(resp.status().code()),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return resp.SerializeToString(out);
     };
   }
