@@ -23,6 +23,7 @@
 #include "cli/rpc/fsck_rpc.h"
 #include "cli/rpc/meta_admin.h"
 #include "cli/status_report.h"
+#include "common/printable.h"
 #include "metadata/backup.h"
 
 namespace aquifer::cli {
@@ -115,6 +116,21 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   out << FormatStatus(address.empty() ? "(none)" : address, view, local,
                       local ? std::vector<std::string>() : AquiferMounts(address),
                       view.ok() ? &moves : nullptr);
+  if (view.ok()) {
+    // Where to look next: the status page and metrics, and who has the file system mounted.
+    Result<ActivityView> activity = FetchActivity(address, 1, std::chrono::seconds(5));
+    if (activity.ok()) {
+      if (!activity->http_address.empty()) {
+        out << "web       http://" << activity->http_address << "/  (status page; metrics at "
+            << "/metrics)\n";
+      }
+      out << "sessions  " << activity->sessions.size() << " open";
+      for (size_t i = 0; i < activity->sessions.size() && i < 8; ++i) {
+        out << (i == 0 ? ": " : ", ") << Printable(activity->sessions[i].client_name);
+      }
+      out << (activity->sessions.size() > 8 ? ", ..." : "") << "\n";
+    }
+  }
   // The exit code says the health (docs/operations.md "Health and exit codes"): 0 only when ok.
   return HealthExitCode(HealthOf(view, view.ok() ? &moves : nullptr, local).state);
 }

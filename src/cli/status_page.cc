@@ -73,7 +73,7 @@ void Servers(std::ostringstream& o, const ClusterView& v) {
     o << "<p class=\"muted\">No data server has registered.</p>\n";
     return;
   }
-  o << "<table id=\"servers\"><tr><th>ID</th><th>Name</th><th>Address</th><th>State</th>"
+  o << "<table id=\"servers\"><tr><th>ID</th><th>Domain</th><th>Address</th><th>State</th>"
        "<th>Member</th><th>PG positions</th><th>Used / capacity</th><th></th><th>Chunks</th>"
        "<th>Corrupt found/repaired</th><th>Last heartbeat</th></tr>\n";
   for (const ServerView& s : v.servers) {

@@ -13,27 +13,6 @@ const char* EventSeverityName(EventSeverity severity) {
   return "info";
 }
 
-std::string Printable(std::string_view text) {
-  constexpr size_t kMaxBytes = 200;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= kMaxBytes) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 void EventLog::Record(EventSeverity severity, std::string text) {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())

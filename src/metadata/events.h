@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/printable.h"  // Printable: what event texts are made of
+
 namespace aquifer::meta {
 
 inline constexpr size_t kEventLogCapacity = 256;
@@ -24,10 +26,6 @@ inline constexpr size_t kEventLogCapacity = 256;
 enum class EventSeverity : uint8_t { kInfo, kWarning, kError };
 const char* EventSeverityName(EventSeverity severity);  // "info", "warning", "error"
 
-// `text` as it may appear in an event: bytes outside printable ASCII (control characters,
-// escape sequences, non-ASCII) and backslashes become \xNN, and it is cut at 200 bytes, so a
-// name or address sent by a client or data server cannot forge lines in a terminal.
-std::string Printable(std::string_view text);
 
 struct ClusterEvent {
   uint64_t seq = 0;       // 1, 2, ... since this process started

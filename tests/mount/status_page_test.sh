@@ -22,19 +22,21 @@ M=$AQ_SCRATCH/mnt
 VICTIM=3
 FILES=24 FILE_MIB=8  # 192 MiB: 288 MiB of chunks, about 41 MiB on each server
 
-# Chromium renders URL once: the DOM after scripts to OUT.html, the window to OUT.png. Its
-# profile lives in the scratch directory, so teardown removes it.
+# Chromium renders URL once: the DOM after rendering to OUT.html, the window to OUT.png (one
+# run, so both show the same moment). Its profile, and what it would write under $HOME (crash
+# report settings, dconf), live in a directory removed afterwards, and by teardown in any case.
 render() {
   local url=$1 out=$2 rc=0
   local profile
   profile=$(mktemp -d "$AQ_SCRATCH/chromium-XXXX")
-  timeout --kill-after=5 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic \
+  env HOME="$profile" XDG_CONFIG_HOME="$profile/config" XDG_CACHE_HOME="$profile/cache" \
+    timeout --kill-after=5 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic \
     --no-first-run --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="$profile" --window-size=1400,1600 --screenshot="$out.png" --dump-dom "$url" \
-    >"$out.html" 2>"$out.chromium.log" || rc=$?
+    >"$out.html" 2>"$out.chromium.txt" || rc=$?
   rm -rf "$profile"
   if [ $rc != 0 ] || ! grep -q '</html>' "$out.html"; then
-    tail -n 20 "$out.chromium.log" >&2
+    tail -n 20 "$out.chromium.txt" >&2
     aq_fail "chromium exited $rc rendering $url (DOM: $(wc -c <"$out.html") bytes)"
   fi
 }
@@ -190,11 +192,11 @@ aq_log "data$VICTIM is server $ID at $ADDRESS"
 aq_kill_data "$VICTIM"
 
 # curl until the page shows the server down and a running repair task past 0%.
+RUNNING_REPAIR='<tr data-kind="repair"><td>[0-9]+</td><td>repair</td><td>running</td>'
 repairing() {
   curl -sf "$URL" >"$AQ_SCRATCH/page.html" || return 1
   grep -q "data-server=\"$ID\" data-state=\"down\"" "$AQ_SCRATCH/page.html" &&
-    grep -Eq '<tr data-kind="repair"><td>[0-9]+</td><td>repair</td><td>running</td>.*</span> [1-9][0-9]*%' \
-      "$AQ_SCRATCH/page.html"
+    grep -Eq "$RUNNING_REPAIR.*</span> [1-9][0-9]*%" "$AQ_SCRATCH/page.html"
 }
 aq_wait_for 60 "the page to show server $ID down and a repair under way" repairing
 aq_log "page shows server $ID down and repair under way: $(grep -o '<p id="moves-summary">[^<]*' \
