@@ -16,6 +16,7 @@ const char* kStyle = R"(
 body{font-family:"DejaVu Sans",sans-serif;margin:1.2em;color:#1b1f24;background:#fafbfc}
 h1{font-size:1.35em;margin:0 0 .4em} h2{font-size:1.1em;margin:1.4em 0 .4em}
 table{border-collapse:collapse;font-size:.9em} td,th{padding:.25em .7em;text-align:left;
+white-space:nowrap;
 border-bottom:1px solid #dde1e5} th{background:#eef1f4} td.num{text-align:right}
 .health{padding:.6em 1em;border-radius:4px;font-weight:bold;margin:.4em 0 1em}
 .h-ok{background:#d7f5dd;color:#0b5b1d} .h-warn{background:#fff1c2;color:#6b4d00}

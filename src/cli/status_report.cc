@@ -271,7 +271,9 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
     }
     if (n_down_holding > 0) {
       add(HealthState::kDegraded,
-          std::to_string(n_down_holding) + " data servers down holding PG positions (" +
+          std::to_string(n_down_holding) +
+              (n_down_holding == 1 ? " data server" : " data servers") +
+              " down holding PG positions (" +
               down_holding + ")" +
               (pgs_missing + pgs_at_risk + pgs_lost > 0
                    ? ", " + std::to_string(pgs_missing + pgs_at_risk + pgs_lost) +
@@ -280,7 +282,9 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
     }
     if (n_down_empty > 0) {
       add(HealthState::kDegraded,
-          std::to_string(n_down_empty) + " data servers down holding no PG positions (" +
+          std::to_string(n_down_empty) +
+              (n_down_empty == 1 ? " data server" : " data servers") +
+              " down holding no PG positions (" +
               down_empty + "): nothing to repair; `aquifer server remove ID` forgets them");
     }
   }

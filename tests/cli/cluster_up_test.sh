@@ -150,7 +150,7 @@ for _ in $(seq 40); do
   sleep 0.25
 done
 [ $st = 4 ] || fail "status exit $st with ds2 killed, want 4 (degraded): $(head -1 "$ROOT/status-ds2.txt")"
-head -1 "$ROOT/status-ds2.txt" | grep -q "^health    DEGRADED: 1 data servers down" ||
+head -1 "$ROOT/status-ds2.txt" | grep -q "^health    DEGRADED: 1 data server down" ||
   fail "the first line does not say degraded: $(head -1 "$ROOT/status-ds2.txt")"
 "$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
 [ "$(json "s['data_servers'][1]['address']")" = "$DS2_ADDR" ] || fail "ds2 moved from $DS2_ADDR"

@@ -74,7 +74,7 @@ repair)
     || fail "status does not show ds3 DOWN holding 0 PG positions"
   # Repaired: nothing is missing, but ds3 is still a member and down (exit 4, degraded).
   [ $st = 4 ] || fail "status exit $st after repair with ds3 down, want 4"
-  grep -q "^health    DEGRADED: 1 data servers down holding no PG positions" "$ROOT/status.txt" ||
+  grep -q "^health    DEGRADED: 1 data server down holding no PG positions" "$ROOT/status.txt" ||
     fail "status does not say ds3 is down holding nothing after repair"
   grep -q "meta says healthy" "$ROOT/status.txt" || fail "repair left work behind"
   verify

@@ -86,7 +86,7 @@ TEST(StatusReportTest, HealthNamesTheMostSeriousStateAndItsExitCode) {
   const std::vector<Case> cases = {
       {"healthy", [](ClusterView&, MovesView&, LocalProcesses&) {}, HealthState::kOk, 0, "ok"},
       {"a server down", [](ClusterView& v, MovesView&, LocalProcesses&) { v.servers[2].up = false; },
-       HealthState::kDegraded, 4, "1 data servers down holding PG positions (3)"},
+       HealthState::kDegraded, 4, "1 data server down holding PG positions (3)"},
       {"a down server holding nothing",
        [](ClusterView& v, MovesView&, LocalProcesses&) {
          v.servers[2].up = false;
