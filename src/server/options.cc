@@ -67,6 +67,14 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.dir.empty()) return InvalidArgument("--dir DIR is required");
   if (o.meta.empty()) return InvalidArgument("--meta HOST:PORT is required");
   if (o.listen.find(':') == std::string::npos) return InvalidArgument("--listen needs HOST:PORT");
+  // The listen address is registered as this server's address, which clients and other data
+  // servers connect to: a wildcard would send them to their own host.
+  const std::string host = o.listen.substr(0, o.listen.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
+    return InvalidArgument("--listen " + o.listen +
+                           ": name an address clients can reach (it is registered with the "
+                           "metadata server as this server's address), not a wildcard");
+  }
   if (!o.http_listen.empty()) AQ_RETURN_IF_ERROR(ParseListenAddress(o.http_listen).status());
   if (o.io_depth < 1 || o.io_depth > 4096) return InvalidArgument("io-depth must be in 1..4096");
   if (o.superseded_grace_ms > 600000) {

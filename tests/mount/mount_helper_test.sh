@@ -1,6 +1,6 @@
 #!/bin/bash
 # The daemon as mount(8) runs it: `mount -t fuse.aquifer` (through a mount.fuse.aquifer link, put
-# in /sbin for the test and removed after), fstab-style options, daemon mode, SIGTERM unmount that
+# in /sbin for the test and removed after), fstab-style options, a line of an fstab file, daemon mode, SIGTERM unmount that
 # flushes a file still open for write, fusermount3 -u, and clear errors for bad options.
 source "$(dirname "$0")/lib.sh"
 : "${AQ_MOUNT_HELPER:=$(dirname "$AQ_MOUNT_BIN")/mount.fuse.aquifer}"
@@ -74,4 +74,22 @@ grep -q "already a mount point (fuse.aquifer)" <<<"$out" || aq_fail "no clear er
 [ "$(cat "$M/hello")" = hello ] || aq_fail "the first mount stopped working after a refused second"
 aq_umount "$M"
 aq_not_mounted "$M" || aq_fail "still mounted after fusermount3 -u"
+
+# An /etc/fstab line, as an operator writes it (mount -T reads this file instead of /etc/fstab):
+# `mount DIR` alone finds source, type and options there.
+fstab=$AQ_SCRATCH/fstab
+echo "$AQ_META_ADDR $M fuse.aquifer noauto,_netdev,nofail,attr_timeout=1,log_file=$AQ_SCRATCH/fstab.log 0 0" >"$fstab"
+timeout "$T" mount -T "$fstab" "$M" || aq_fail "mount -T fstab $M"
+aq_is_mounted "$M" || aq_fail "the fstab mount is not in the mount table"
+daemon=""
+for d in /proc/[0-9]*; do
+  if { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null | grep -q "mount.fuse.aquifer $AQ_META_ADDR $M"; then
+    AQ_MOUNT_PIDS+=("${d#/proc/}")
+    daemon=${d#/proc/}
+  fi
+done
+[ -n "$daemon" ] || aq_fail "no daemon process for the fstab mount of $M"
+[ "$(timeout "$T" cat "$M/hello")" = hello ] || aq_fail "hello through the fstab mount"
+timeout "$T" fusermount3 -u "$M" || aq_fail "fusermount3 -u of the fstab mount"
+aq_wait_for 20 "the fstab mount's daemon to exit" aq_pid_gone "$daemon"
 echo "PASS mount_helper"

@@ -70,6 +70,12 @@ TEST(DataServerOptionsTest, BadConfigFilesAndFlagsAreInvalidArguments) {
       {{"--config", scratch.path() + "/missing.toml"}, "config " + scratch.path()},
       {{"--no-such-flag"}, "bad command line: "},
       {{"--superseded-grace-ms", "600001"}, "superseded-grace-ms must be in 0..600000"},
+      // The listen address is what the server registers: a wildcard would send clients and
+      // peers to their own host.
+      {{"--listen", "0.0.0.0:7500"}, "not a wildcard"},
+      {{"--listen", "[::]:7500"}, "not a wildcard"},
+      {{"--http-listen", "127.0.0.1:70000"}, "the port must be a number in 0..65535"},
+      {{"--http-listen", "nohost"}, "is not HOST:PORT"},
   };
   for (const auto& row : rows) {
     std::vector<std::string> args = {"--dir", "/srv/a", "--meta", "m:1"};
