@@ -123,6 +123,7 @@ struct ActivityView {
 struct ServerAdminResult {
   uint32_t positions_held = 0;
   uint32_t moves_scheduled = 0;
+  uint32_t moves_cancelled = 0;
 };
 
 }  // namespace aquifer::cli

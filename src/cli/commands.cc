@@ -71,15 +71,29 @@ Status TomlGet(const toml::table& t, const std::string& key, const std::string& 
   return OkStatus();
 }
 
-// Server ids as the metadata server hands them out: 1, 2, ... (CLI11's own range check would
-// print its whole double range).
-const CLI::Validator kServerIdCheck(
+// A server as the operator names it: an id as the metadata server hands them out (1, 2, ...)
+// or its name (failure domain, e.g. ds3). CLI11's own range check would print its whole double
+// range.
+const CLI::Validator kServerRefCheck(
     [](std::string& text) -> std::string {
       const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
       if (digits && text.find_first_not_of('0') != std::string::npos) return "";
-      return "no server " + text + ": server ids are 1, 2, ... (see `aquifer server list`)";
+      const bool name = !text.empty() && !digits && text[0] != '-' &&
+                        text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                               "0123456789._-") == std::string::npos;
+      if (name) return "";
+      return "no server " + text + ": server ids are 1, 2, ... (see `aquifer server list`), or "
+             "use its name (DOMAIN column)";
     },
-    "ID >= 1");
+    "ID or NAME");
+
+// A local cluster's data server as `cluster stop-server` and `start-server` take it: N or dsN.
+const CLI::Validator kLocalServerName(
+    [](std::string& text) -> std::string {
+      if (text.rfind("ds", 0) == 0 && text.size() > 2) text = text.substr(2);
+      return "";
+    },
+    "N or dsN");
 
 int Fail(std::ostream& err, const Status& st) {
   err << "aquifer: error: " << st.message() << "\n";
@@ -232,21 +246,80 @@ int RunServerList(const Invocation& inv, std::ostream& out, std::ostream& err) {
   if (!address.ok()) return Fail(err, address.status());
   Result<ClusterView> view = FetchClusterView(*address, std::chrono::seconds(5));
   if (!view.ok()) return Fail(err, view.status());
-  out << FormatServerTable(*view);
+  // Removed servers are history: shown with --all only.
+  ClusterView shown = *view;
+  size_t hidden = 0;
+  if (!inv.all) {
+    std::erase_if(shown.servers, [&hidden](const ServerView& s) {
+      const bool removed = s.state == "removed";
+      hidden += removed ? 1 : 0;
+      return removed;
+    });
+  }
+  out << FormatServerTable(shown);
+  if (hidden > 0) out << "  (" << hidden << " removed servers not shown; --all shows them)\n";
   return 0;
+}
+
+// The server `ref` names in `view`: an id, or a name (failure domain) that exactly one server
+// that is not removed has (or, failing that, exactly one removed server).
+Result<ServerId> ResolveServer(const ClusterView& view, const std::string& ref) {
+  const bool digits = !ref.empty() && ref.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) {
+    const unsigned long long id = std::strtoull(ref.c_str(), nullptr, 10);
+    for (const ServerView& s : view.servers) {
+      if (s.id.value() == id) return s.id;
+    }
+    return NotFound("no server " + Printable(ref) + " (see `aquifer server list --all`)");
+  }
+  std::vector<const ServerView*> live, removed;
+  for (const ServerView& s : view.servers) {
+    if (s.failure_domain != ref) continue;
+    (s.state == "removed" ? removed : live).push_back(&s);
+  }
+  const std::vector<const ServerView*>& found = live.empty() ? removed : live;
+  if (found.size() == 1) return found[0]->id;
+  if (found.empty()) {
+    return NotFound("no server named " + Printable(ref) + " (see `aquifer server list --all`)");
+  }
+  std::string ids;
+  for (const ServerView* s : found) ids += (ids.empty() ? "" : ", ") + s->id.ToString();
+  return InvalidArgument("several servers are named " + Printable(ref) + " (ids " + ids +
+                         "): give the id");
+}
+
+Result<ServerId> ResolveServerAt(const std::string& address, const std::string& ref) {
+  Result<ClusterView> view = FetchClusterView(address, std::chrono::seconds(5));
+  if (!view.ok()) return view.status();
+  return ResolveServer(*view, ref);
 }
 
 int RunServerDrain(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<std::string> address = MetaAddressFor(inv, nullptr);
   if (!address.ok()) return Fail(err, address.status());
-  Result<ServerAdminResult> r =
-      DrainServer(*address, ServerId(inv.server_id), std::chrono::seconds(10));
+  Result<ServerId> id = ResolveServerAt(*address, inv.server_ref);
+  if (!id.ok()) return Fail(err, id.status());
+  Result<ServerAdminResult> r = DrainServer(*address, *id, std::chrono::seconds(10));
   if (!r.ok()) return Fail(err, r.status());
-  out << "aquifer: server " << inv.server_id << " is draining: it holds " << r->positions_held
+  const std::string target =
+      inv.meta_address.empty() ? " --root " + inv.up.root : " --meta " + *address;
+  out << "aquifer: server " << id->value() << " is draining: it holds " << r->positions_held
       << " PG positions, " << r->moves_scheduled << " drain moves scheduled now\n"
-      << "  follow:  aquifer rebalance wait" << (inv.meta_address.empty() ? " --root " + inv.up.root
-                                                                        : " --meta " + *address)
-      << "\n  then:    aquifer server remove " << inv.server_id << "\n";
+      << "  follow:  aquifer rebalance wait" << target
+      << "\n  then:    aquifer server remove " << id->value() << target
+      << "\n  cancel:  aquifer server undrain " << id->value() << target << "\n";
+  return 0;
+}
+
+int RunServerUndrain(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  Result<std::string> address = MetaAddressFor(inv, nullptr);
+  if (!address.ok()) return Fail(err, address.status());
+  Result<ServerId> id = ResolveServerAt(*address, inv.server_ref);
+  if (!id.ok()) return Fail(err, id.status());
+  Result<ServerAdminResult> r = UndrainServer(*address, *id, std::chrono::seconds(10));
+  if (!r.ok()) return Fail(err, r.status());
+  out << "aquifer: server " << id->value() << " is no longer draining: " << r->moves_cancelled
+      << " drain moves cancelled; it holds " << r->positions_held << " PG positions\n";
   return 0;
 }
 
@@ -257,18 +330,21 @@ int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err)
   // The server's address, to find its local process afterwards.
   Result<ClusterView> view = FetchClusterView(*address, std::chrono::seconds(5));
   if (!view.ok()) return Fail(err, view.status());
-  const ServerView* sv = FindServer(*view, inv.server_id);
+  Result<ServerId> resolved = ResolveServer(*view, inv.server_ref);
+  if (!resolved.ok()) return Fail(err, resolved.status());
+  const uint32_t server_id = resolved->value();
+  const ServerView* sv = FindServer(*view, server_id);
   if (sv == nullptr) {
-    return Fail(err, NotFound("no server " + std::to_string(inv.server_id) +
+    return Fail(err, NotFound("no server " + std::to_string(server_id) +
                               " in the cluster (see `aquifer server list`)"));
   }
   const std::string server_address = sv->address;
   if (inv.force && sv->pg_positions > 0) {
     // What a forced removal loses: PGs in which this server and the servers already down or
     // removed leave more than m positions without a target (m of the default layout).
-    const RemovalRisk risk = RemovalRiskOf(*view, inv.server_id);
+    const RemovalRisk risk = RemovalRiskOf(*view, server_id);
     if (risk.pgs_lost > 0 || risk.pgs_at_risk > 0) {
-      err << "aquifer: warning: removing server " << inv.server_id << " by force, with "
+      err << "aquifer: warning: removing server " << server_id << " by force, with "
           << risk.servers_missing << " other server(s) down or removed:\n";
       if (risk.pgs_lost > 0) {
         err << "  " << risk.pgs_lost << " placement groups would have more than m = " << risk.m
@@ -288,12 +364,12 @@ int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err)
     }
   }
   Result<ServerAdminResult> r =
-      RemoveServer(*address, ServerId(inv.server_id), inv.force, std::chrono::seconds(10));
+      RemoveServer(*address, ServerId(server_id), inv.force, std::chrono::seconds(10));
   if (!r.ok()) {
     if (r.status().code() == Code::kNotEmpty) {
-      err << "aquifer: error: refused: server " << inv.server_id << " (" << sv->failure_domain
+      err << "aquifer: error: refused: server " << server_id << " (" << sv->failure_domain
           << ") still holds " << sv->pg_positions
-          << " PG positions. Drain it first (`aquifer server drain " << inv.server_id
+          << " PG positions. Drain it first (`aquifer server drain " << server_id
           << "`, then `aquifer rebalance wait`), or pass --force to treat it as failed (its "
              "positions are rebuilt from the other servers, with less redundancy meanwhile).\n"
           << "  (" << r.status().message() << ")\n";
@@ -301,7 +377,7 @@ int RunServerRemove(const Invocation& inv, std::ostream& out, std::ostream& err)
     }
     return Fail(err, r.status());
   }
-  out << "aquifer: server " << inv.server_id << " (" << sv->failure_domain << ", "
+  out << "aquifer: server " << server_id << " (" << sv->failure_domain << ", "
       << server_address << ") removed";
   if (inv.force && r->moves_scheduled > 0) {
     out << "; " << r->moves_scheduled << " repair moves scheduled for its positions "
@@ -655,7 +731,9 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 
   CLI::App* stop = cluster->add_subcommand("stop-server", "stop one data server of the cluster");
   // Any integer: the range 1..N is checked against the cluster's record, which knows N.
-  stop->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")->required();
+  stop->add_option("ID", inv.server_index, "data server number 1..N, or its name dsN")
+      ->required()
+      ->transform(kLocalServerName);
   stop->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   stop->add_flag("--kill", inv.kill, "SIGKILL at once (a crash) instead of SIGTERM");
   stop->add_option("--grace-ms", grace_ms, "SIGTERM -> SIGKILL deadline (10000)");
@@ -663,7 +741,9 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   CLI::App* start = cluster->add_subcommand("start-server",
                                             "restart one stopped data server of the cluster");
   // Any integer: the range 1..N is checked against the cluster's record, which knows N.
-  start->add_option("ID", inv.server_index, "data server number, 1..N (dsN)")->required();
+  start->add_option("ID", inv.server_index, "data server number 1..N, or its name dsN")
+      ->required()
+      ->transform(kLocalServerName);
   start->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   start->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-data");
   start->add_option("--timeout-ms", timeout_ms, "how long to wait for it (60000)");
@@ -691,18 +771,25 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   CLI::App* server = app.add_subcommand("server", "list, drain and remove data servers");
   server->require_subcommand(1);
   CLI::App* slist = server->add_subcommand("list", "every data server: state, PG positions, use");
+  slist->add_flag("--all", inv.all, "removed servers too");
   add_target(slist);
   CLI::App* sdrain = server->add_subcommand(
       "drain", "move every PG position off server ID (it takes no new ones)");
-  sdrain->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
+  sdrain->add_option("ID", inv.server_ref, "server id or name (as `aquifer server list` shows)")
       ->required()
-      ->check(kServerIdCheck);
+      ->check(kServerRefCheck);
   add_target(sdrain);
+  CLI::App* sundrain = server->add_subcommand(
+      "undrain", "end a drain: server ID takes PG positions again, its drain moves stop");
+  sundrain->add_option("ID", inv.server_ref, "server id or name (as `aquifer server list` shows)")
+      ->required()
+      ->check(kServerRefCheck);
+  add_target(sundrain);
   CLI::App* sremove = server->add_subcommand(
       "remove", "remove server ID from the cluster (refused while it holds PG positions)");
-  sremove->add_option("ID", inv.server_id, "server id (as `aquifer server list` shows)")
+  sremove->add_option("ID", inv.server_ref, "server id or name (as `aquifer server list` shows)")
       ->required()
-      ->check(kServerIdCheck);
+      ->check(kServerRefCheck);
   sremove->add_flag("--force", inv.force,
                     "remove even if it holds positions: treat it as failed and rebuild them");
   sremove->add_flag("--yes", inv.yes,
@@ -873,6 +960,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.command = Command::kServerDrain;
   } else if (sremove->parsed()) {
     inv.command = Command::kServerRemove;
+  } else if (sundrain->parsed()) {
+    inv.command = Command::kServerUndrain;
   } else if (rwait->parsed()) {
     inv.command = Command::kRepairWait;
   } else if (bwait->parsed()) {
@@ -942,6 +1031,8 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       return RunServerDrain(inv, out, err);
     case Command::kServerRemove:
       return RunServerRemove(inv, out, err);
+    case Command::kServerUndrain:
+      return RunServerUndrain(inv, out, err);
     case Command::kRepairWait:
       return RunWait(inv, /*repair=*/true, out, err);
     case Command::kRebalanceWait:

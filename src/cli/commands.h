@@ -43,6 +43,7 @@ enum class Command {
   kServerList,
   kServerDrain,
   kServerRemove,
+  kServerUndrain,
   kRepairWait,
   kRebalanceWait,
   kFsck,
@@ -62,7 +63,9 @@ struct Invocation {
   std::string path;                 // layout get/set
   std::vector<std::string> layout_tokens;  // layout set
   int grow_count = 0;               // cluster grow --data-servers
-  uint32_t server_id = 0;           // server drain/remove ID (the metadata server's id)
+  std::string server_ref;           // server drain/undrain/remove: an id (the metadata server's)
+                                    // or a name (a failure domain, e.g. ds3)
+  bool all = false;                 // server list --all: removed servers too
   bool force = false;               // server remove --force
   bool yes = false;                 // server remove --force --yes: accept making data unreadable
   double wait_timeout_s = 3600;     // repair/rebalance wait --timeout

@@ -372,15 +372,33 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       << "  db " << s.meta.db << "  log " << s.meta.log << "\n";
 
   // Data servers: start every missing one, then wait for each port file.
+  // A server that never registered (no address recorded yet) is started alone and waited for
+  // until it is up, so the metadata server, which numbers servers in registration order, gives
+  // dsN the id N on a new cluster; the others start together.
   std::vector<int> started;
   for (DataServerRecord& d : s.data_servers) {
     if (d.removed || IsProcessAlive(d.pid, kDataExe)) continue;
+    const bool is_new = d.address.empty();
     AQ_RETURN_IF_ERROR(MakeDirs(d.dir));
     ::unlink(PortFile(s, d.failure_domain).c_str());
     Result<pid_t> pid = SpawnDetached(DataArgv(*data_bin, s, d, o.log_level, o.data_config),
                                       d.log);
     if (!pid.ok()) return pid.status();
     d.pid = *pid;
+    if (!is_new) {
+      started.push_back(d.index);
+      continue;
+    }
+    Result<std::string> addr =
+        WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, o.timeout);
+    if (!addr.ok()) {
+      d.pid = 0;
+      (void)SaveClusterState(state_path, s);
+      return DaemonFailed(addr.status(), d.log);
+    }
+    d.address = *addr;
+    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+    AQ_RETURN_IF_ERROR(WaitServersUp(s, {d.index}, o.timeout));
     started.push_back(d.index);
   }
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
@@ -641,22 +659,20 @@ Status GrowCluster(const std::string& root_arg, int count, const std::string& bi
     }
     d.pid = *pid;
     added.push_back(index);
-  }
-  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
-  Status first_error;
-  for (int idx : added) {
-    DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
+    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+    // One at a time, each registered before the next starts: the metadata server numbers
+    // servers in registration order, so dsN gets id N where the ids before it match too.
     Result<std::string> addr =
         WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, timeout);
     if (!addr.ok()) {
       d.pid = 0;
-      if (first_error.ok()) first_error = DaemonFailed(addr.status(), d.log);
-      continue;
+      (void)SaveClusterState(state_path, s);
+      return DaemonFailed(addr.status(), d.log);
     }
     d.address = *addr;
+    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+    AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));
   }
-  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
-  AQ_RETURN_IF_ERROR(first_error);
   AQ_RETURN_IF_ERROR(WaitServersUp(s, added, timeout));
   for (int idx : added) {
     const DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];

@@ -216,6 +216,7 @@ struct ServerStatus {
 struct ServerAdminResult {
   uint32_t positions_held = 0;   // PG positions the server is still the target of
   uint32_t moves_scheduled = 0;  // move tasks this call created
+  uint32_t moves_cancelled = 0;  // move tasks this call dropped (UndrainServer)
 };
 
 // One move task as GetMoves shows it.
@@ -460,6 +461,10 @@ class MetadataService {
   // Marks the server draining (no new PG positions) and schedules moves of all its positions.
   // Errors: kNotFound (unknown id), kInvalidArgument (removed server), store errors.
   Result<ServerAdminResult> DrainServer(ServerId id);
+  // Ends a drain: the server is "in" again (it may take new PG positions) and its drain tasks are
+  // cancelled (their destinations' copies are collected); positions already moved stay moved.
+  // A server that is not draining is left as it is. Errors as DrainServer.
+  Result<ServerAdminResult> UndrainServer(ServerId id);
   // Removes the server. kNotEmpty while it is the target of PG positions, unless `force`: then it
   // is treated as failed and its positions are repaired at once. Removing a removed server is OK.
   Result<ServerAdminResult> RemoveServer(ServerId id, bool force);

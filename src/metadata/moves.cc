@@ -488,6 +488,46 @@ Result<ServerAdminResult> MetadataService::DrainServer(ServerId id) {
   return out;
 }
 
+Result<ServerAdminResult> MetadataService::UndrainServer(ServerId id) {
+  std::lock_guard lock(cluster_mu_);
+  auto it = servers_.find(id.value());
+  if (it == servers_.end()) return NotFound("no data server " + id.ToString());
+  ServerState& s = it->second;
+  if (s.record.state == MemberState::kRemoved) {
+    return InvalidArgument("data server " + id.ToString() + " is removed");
+  }
+  MoveBatch mb;
+  uint32_t cancelled = 0;
+  if (s.record.state == MemberState::kDraining) {
+    s.record.state = MemberState::kIn;
+    mb.batch.PutServer(s.record);
+    BumpMapVersion();
+    mb.batch.PutCounter("map_version", map_version_);
+    // Its drain tasks stop; what their destinations copied is garbage (the positions stay here).
+    std::vector<uint64_t> drains;
+    for (const auto& [task_id, m] : moves_) {
+      if (m.task.kind == MoveKind::kDrain && m.task.from == id) drains.push_back(task_id);
+    }
+    const int64_t now = clocks_.mono_ms();
+    for (uint64_t task_id : drains) DropMove(mb, task_id, /*gc_destination=*/true, now);
+    cancelled = static_cast<uint32_t>(drains.size());
+    Logger("meta")->info("undrain server={} drain_tasks_cancelled={}", id.value(), cancelled);
+    events_.Record(EventSeverity::kInfo,
+                   fmt::format("data server {} no longer draining ({} drain tasks cancelled)",
+                               id.value(), cancelled));
+  }
+  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
+  AQ_RETURN_IF_ERROR(store_->Sync());
+  ServerAdminResult out;
+  out.moves_cancelled = cancelled;
+  uint32_t held = 0;
+  for (const auto& [w, t] : pg_tables_) {
+    for (const auto& pg : t.pgs) held += std::count(pg.begin(), pg.end(), id);
+  }
+  out.positions_held = held;
+  return out;
+}
+
 Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force) {
   std::lock_guard lock(cluster_mu_);
   auto it = servers_.find(id.value());

@@ -61,6 +61,14 @@ TEST(CommandLineTest, RejectsOutOfRangeOrMalformedNumbers) {
   ExpectUsageError({"server", "drain", "0"},
                    "ID: no server 0: server ids are 1, 2, ... (see `aquifer server list`)");
   ExpectUsageError({"server", "remove", "-3"}, "no server -3: server ids are 1, 2, ...");
+  ExpectUsageError({"server", "undrain", "ds 3"}, "no server ds 3");
+  // A server is named by its id or by its name (failure domain), wherever an id is taken.
+  EXPECT_EQ(ParseOk({"server", "drain", "ds3"}).server_ref, "ds3");
+  EXPECT_EQ(ParseOk({"server", "undrain", "7"}).command, Command::kServerUndrain);
+  EXPECT_EQ(ParseOk({"server", "remove", "rack1-host3"}).server_ref, "rack1-host3");
+  EXPECT_TRUE(ParseOk({"server", "list", "--all"}).all);
+  EXPECT_EQ(ParseOk({"cluster", "stop-server", "ds4"}).server_index, 4);
+  EXPECT_EQ(ParseOk({"cluster", "start-server", "2"}).server_index, 2);
   // Data server indexes are checked against the cluster's record (which knows how many).
   EXPECT_EQ(ParseOk({"cluster", "stop-server", "0"}).server_index, 0);
   EXPECT_EQ(ParseOk({"cluster", "start-server", "-1"}).server_index, -1);

@@ -96,12 +96,19 @@ scale)
   if "$AQ" server remove "$ID8" --root "$ROOT" 2> "$ROOT/err.txt"; then fail "remove of a non-empty server succeeded"; fi
   cat "$ROOT/err.txt"
   grep -q "drain it first\|Drain it first" "$ROOT/err.txt" || fail "refusal does not say to drain"
-  echo "== server drain $ID9, rebalance wait, server remove $ID9"
+  echo "== server drain ds9 (by name), undrain, drain again, rebalance wait, server remove $ID9"
+  "$AQ" server drain ds9 --root "$ROOT"
+  "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q draining || fail "ds9 not draining"
+  "$AQ" server undrain ds9 --root "$ROOT" | tee "$ROOT/undrain.txt"
+  grep -q "is no longer draining" "$ROOT/undrain.txt" || fail "undrain said: $(cat "$ROOT/undrain.txt")"
+  "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d {print $5}' | grep -qx in || fail "ds9 still draining after undrain"
   "$AQ" server drain "$ID9" --root "$ROOT"
   "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q draining || fail "ds9 not draining"
   timeout 110 "$AQ" rebalance wait --root "$ROOT" --timeout 90 --interval 5 || fail "rebalance wait (drain)"
   "$AQ" server remove "$ID9" --root "$ROOT" || fail "remove of a drained server failed"
-  "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q removed || fail "ds9 not removed"
+  "$AQ" server list --all --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q removed || fail "ds9 not removed"
+  # Removed servers are hidden unless asked for.
+  if "$AQ" server list --root "$ROOT" | awk '{print $3}' | grep -qx ds9; then fail "server list shows removed ds9"; fi
   [ "$(json "s['data_servers'][8].get('removed', False)")" = True ] || fail "ds9 not marked removed"
   verify
   "$AQ" fsck --root "$ROOT" || fail "fsck not clean after scale-out and drain"

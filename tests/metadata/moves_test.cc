@@ -357,6 +357,39 @@ TEST_F(MovesTest, MoveTasksSurviveARestartOnRocksDb) {
   std::filesystem::remove_all(dir);
 }
 
+// `aquifer server undrain`: a drain can be called off. The server is "in" again, its drain tasks
+// are gone, it keeps the positions not moved yet, and it can be drained again.
+TEST_F(MovesTest, UndrainCancelsTheDrainAndTheServerKeepsItsPositions) {
+  AddServers(7);
+  File(kRootInode, "f");
+  const ServerId drained = Ids()[5];
+  const int held = Held(Table())[drained.value()];
+  ASSERT_GT(held, 0);
+  ASSERT_TRUE(svc_->DrainServer(drained).ok());
+  ASSERT_FALSE(svc_->GetMoves().moves.empty());
+  auto u = svc_->UndrainServer(drained);
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->moves_cancelled, static_cast<uint32_t>(held));
+  EXPECT_EQ(u->positions_held, static_cast<uint32_t>(held));
+  for (const MoveInfo& m : svc_->GetMoves().moves) EXPECT_NE(m.task.from, drained);
+  for (const auto& s : svc_->GetClusterMap().servers) {
+    if (s.record.id == drained) EXPECT_EQ(s.record.state, MemberState::kIn);
+  }
+  EXPECT_EQ(Held(Table())[drained.value()], held);
+  // Undrain of a server that is not draining changes nothing; of an unknown one, kNotFound.
+  auto again = svc_->UndrainServer(drained);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->moves_cancelled, 0u);
+  EXPECT_EQ(svc_->UndrainServer(ServerId(999)).status().code(), Code::kNotFound);
+  // A new drain marks it draining again (its moves are planned once the cancelled tasks'
+  // destinations have collected what they copied).
+  auto d = svc_->DrainServer(drained);
+  ASSERT_TRUE(d.ok());
+  for (const auto& s : svc_->GetClusterMap().servers) {
+    if (s.record.id == drained) EXPECT_EQ(s.record.state, MemberState::kDraining);
+  }
+}
+
 TEST_F(MovesTest, DrainMovesEveryPositionOffThenRemoveSucceeds) {
   AddServers(7);
   File(kRootInode, "f");

@@ -162,7 +162,9 @@ Result<ActivityView> FetchActivity(const std::string& address, uint32_t max_even
 
 namespace {
 
-Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, bool remove,
+enum class AdminCall { kDrain, kUndrain, kRemove };
+
+Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, AdminCall call,
                                       bool force, std::chrono::milliseconds timeout) {
   auto stub = aquifer::rpc::MetaService::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -172,23 +174,32 @@ Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, b
   req.set_server_id(id.value());
   req.set_force(force);
   aquifer::rpc::ServerAdminResponse resp;
-  grpc::Status st = remove ? stub->RemoveServer(&ctx, req, &resp)
-                           : stub->DrainServer(&ctx, req, &resp);
-  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), remove ? "RemoveServer" : "DrainServer",
+  grpc::Status st = call == AdminCall::kRemove    ? stub->RemoveServer(&ctx, req, &resp)
+                    : call == AdminCall::kUndrain ? stub->UndrainServer(&ctx, req, &resp)
+                                                  : stub->DrainServer(&ctx, req, &resp);
+  AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(),
+                             call == AdminCall::kRemove    ? "RemoveServer"
+                             : call == AdminCall::kUndrain ? "UndrainServer"
+                                                           : "DrainServer",
                              address));
-  return ServerAdminResult{resp.positions_held(), resp.moves_scheduled()};
+  return ServerAdminResult{resp.positions_held(), resp.moves_scheduled(), resp.moves_cancelled()};
 }
 
 }  // namespace
 
 Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,
                                       std::chrono::milliseconds timeout) {
-  return ServerAdmin(address, id, /*remove=*/false, /*force=*/false, timeout);
+  return ServerAdmin(address, id, AdminCall::kDrain, /*force=*/false, timeout);
+}
+
+Result<ServerAdminResult> UndrainServer(const std::string& address, ServerId id,
+                                        std::chrono::milliseconds timeout) {
+  return ServerAdmin(address, id, AdminCall::kUndrain, /*force=*/false, timeout);
 }
 
 Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, bool force,
                                        std::chrono::milliseconds timeout) {
-  return ServerAdmin(address, id, /*remove=*/true, force, timeout);
+  return ServerAdmin(address, id, AdminCall::kRemove, force, timeout);
 }
 
 Result<MetaBackupView> BackupMeta(const std::string& address, const std::string& dest_dir,

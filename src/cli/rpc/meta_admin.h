@@ -27,6 +27,9 @@ Result<ActivityView> FetchActivity(const std::string& address, uint32_t max_even
 // (unknown id), kInvalidArgument (removed server), kUnavailable.
 Result<ServerAdminResult> DrainServer(const std::string& address, ServerId id,
                                       std::chrono::milliseconds timeout);
+// UndrainServer: the server is "in" again, its drain tasks cancelled. Errors as DrainServer.
+Result<ServerAdminResult> UndrainServer(const std::string& address, ServerId id,
+                                        std::chrono::milliseconds timeout);
 
 // RemoveServer. Errors: kNotEmpty while it holds PG positions (unless `force`), kNotFound,
 // kUnavailable.

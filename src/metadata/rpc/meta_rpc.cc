@@ -124,6 +124,7 @@ void FillAdmin(const Result<ServerAdminResult>& r, pb::ServerAdminResponse* resp
   if (!r.ok()) return;
   resp->set_positions_held(r->positions_held);
   resp->set_moves_scheduled(r->moves_scheduled);
+  resp->set_moves_cancelled(r->moves_cancelled);
 }
 
 LockArgs FromPb(const pb::LockRequest& r) {
@@ -825,6 +826,11 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status DrainServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
                            pb::ServerAdminResponse* resp) override {
     FillAdmin(svc_->DrainServer(ServerId(req->server_id())), resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status UndrainServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+                             pb::ServerAdminResponse* resp) override {
+    FillAdmin(svc_->UndrainServer(ServerId(req->server_id())), resp);
     return grpc::Status::OK;
   }
   grpc::Status RemoveServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
