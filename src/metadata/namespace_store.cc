@@ -10,6 +10,22 @@
 namespace aquifer::meta {
 
 bool Inode::is_dir() const { return S_ISDIR(mode); }
+
+uint64_t Inode::blocks() const {
+  uint64_t bytes = size;
+  const uint64_t width = layout.stripe_width_bytes();
+  if (is_reg() && stripes.known() && width > 0) {
+    bytes = 0;
+    const uint64_t stripes_in_size = size / width;  // whole stripes below the size
+    for (const StripeExtent& e : stripes.extents()) {
+      // Clipped to the size without overflow: begin and end can be any stripe index.
+      const uint64_t lo = e.begin_stripe > stripes_in_size ? size : e.begin_stripe * width;
+      const uint64_t hi = e.end_stripe > stripes_in_size ? size : e.end_stripe * width;
+      if (hi > lo) bytes += hi - lo;
+    }
+  }
+  return bytes / 512 + (bytes % 512 != 0 ? 1 : 0);  // no overflow
+}
 bool Inode::is_reg() const { return S_ISREG(mode); }
 bool Inode::is_symlink() const { return S_ISLNK(mode); }
 

@@ -80,8 +80,12 @@ struct Inode {
   bool is_dir() const;
   bool is_reg() const;
   bool is_symlink() const;
-  // 512-byte blocks: ceil(size / 512).
-  uint64_t blocks() const { return size / 512 + (size % 512 != 0 ? 1 : 0); }  // no overflow
+  // 512-byte blocks allocated, for st_blocks (du): a regular file with a known stripe map counts
+  // the data bytes (below `size`) of the stripes committed writes stored, so a hole (never
+  // written, or a truncate that extended the file) counts nothing, as on a local file system;
+  // stripes are counted whole (up to the size), parity not at all, like df's usable space.
+  // Anything else: ceil(size / 512).
+  uint64_t blocks() const;
 };
 
 // A directory entry as stored: which inode a name points at.

@@ -897,7 +897,7 @@ TEST_F(MetadataServiceTest, SizesPastTheLargestFileSizeAreRefusedWithFileTooLarg
   auto r = svc_->SetAttr(ino, t, Root(), s->session);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->size, kMaxFileBytes);
-  EXPECT_EQ(r->blocks(), kMaxFileBytes / 512 + 1);
+  EXPECT_EQ(r->blocks(), 0u);  // a truncate that extends makes a hole: nothing allocated
   auto commit =
       svc_->Commit(CommitArgs{ino, s->session, kMaxFileBytes, {2, 2}, c->write_version, false});
   ASSERT_TRUE(commit.ok()) << commit.status().ToString();
@@ -939,6 +939,40 @@ TEST_F(MetadataServiceTest, LockRangesPastTheLargestFileSizeAreRefusedButToEndOf
   EXPECT_TRUE(lk(s2->session, LockType::kRead, 0, 9).ok());
 }
 
+// du: st_blocks counts the stripes committed writes stored, not holes. A file of 2 stripes and 5
+// bytes extended by truncate to 100 stripes has the blocks of what was written; cut back to 1
+// stripe and 1 byte, the blocks of that much; an unknown map (legacy records) follows the size.
+TEST_F(MetadataServiceTest, BlocksCountWrittenStripesNotHoles) {
+  auto s = svc_->OpenSession("c");
+  ASSERT_TRUE(s.ok());
+  CreateArgs a{kRootInode, "sparse", S_IFREG | 0644, 0, true, s->session, true};
+  auto c = svc_->Create(a, Root());
+  ASSERT_TRUE(c.ok());
+  const uint64_t stripe = 4ull << 20;  // the default layout: k = 4, 1 MiB units
+  CommitArgs ca{c->attr.ino, s->session, 2 * stripe + 5, {9, 9}, c->write_version, false};
+  ca.written_stripes = {{0, 3}};
+  ca.records_stripes = true;
+  auto commit = svc_->Commit(ca);
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_EQ(commit->attr.blocks(), (2 * stripe + 5 + 511) / 512);
+  SetAttrArgs t;
+  t.valid = kSetSize;
+  t.size = 100 * stripe;
+  auto grown = svc_->SetAttr(c->attr.ino, t, Root(), s->session);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->size, 100 * stripe);
+  // The whole third stripe counts once the size covers it (stripes are counted whole).
+  EXPECT_EQ(grown->blocks(), 3 * stripe / 512);
+  t.size = stripe + 1;
+  auto cut = svc_->SetAttr(c->attr.ino, t, Root(), s->session);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->blocks(), (stripe + 1 + 511) / 512);
+  Inode legacy = *cut;
+  legacy.stripes = StripeMap::Unknown();
+  legacy.size = 100 * stripe;
+  EXPECT_EQ(legacy.blocks(), 100 * stripe / 512);
+}
+
 // A store written before the bound may hold a file with a size past kMaxFileBytes: it still
 // answers GetAttr (with a block count that did not wrap), truncates back down, and unlinks.
 TEST_F(MetadataServiceTest, AFileWithASizePastTheLimitFromAnOlderStoreStatsTruncatesAndUnlinks) {
@@ -960,6 +994,7 @@ TEST_F(MetadataServiceTest, AFileWithASizePastTheLimitFromAnOlderStoreStatsTrunc
       auto n = (*raw)->GetInode(ino);
       ASSERT_TRUE(n.ok() && n->has_value());
       Inode huge = **n;
+      huge.stripes = StripeMap::Unknown();  // as before stripe maps: blocks follow the size
       huge.size = size;
       batch.PutInode(huge);
     }

@@ -90,4 +90,14 @@ assert again == names[700:], (len(again), len(names))
 print("seekdir ok", len(names))
 PY
 timeout "$T" rm -rf "$M/many" || aq_fail "rm -rf many"
+
+# du counts what was written, not holes (st_blocks from the file's recorded stripes, counted whole
+# up to the size): a 1 GiB file made by truncate has no blocks; 1 MiB written 64 MiB into a file
+# has the blocks of that 1 MiB (one stripe of 4 x 1 MiB units, clipped to the size).
+timeout "$T" truncate -s 1G "$M/sparse" || aq_fail "truncate -s 1G"
+[ "$(timeout "$T" stat -c %b "$M/sparse")" = 0 ] || aq_fail "a 1 GiB hole has $(stat -c %b "$M/sparse") blocks"
+timeout "$T" dd if=/dev/zero of="$M/holey" bs=1M seek=64 count=1 status=none || aq_fail "dd holey"
+[ "$(timeout "$T" stat -c %b "$M/holey")" = 2048 ] || aq_fail "1 MiB in a 65 MiB file has $(stat -c %b "$M/holey") blocks, wanted 2048"
+[ "$(timeout "$T" du -k "$M/holey" | cut -f1)" = 1024 ] || aq_fail "du -k holey: $(du -k "$M/holey")"
+timeout "$T" rm -f "$M/sparse" "$M/holey"
 echo "PASS posix_semantics"
