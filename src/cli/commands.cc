@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -308,6 +309,38 @@ int RunServerDrain(const Invocation& inv, std::ostream& out, std::ostream& err) 
       << "  follow:  aquifer rebalance wait" << target
       << "\n  then:    aquifer server remove " << id->value() << target
       << "\n  cancel:  aquifer server undrain " << id->value() << target << "\n";
+  return 0;
+}
+
+// `aquifer mount [--root R | --meta ADDR] DIR [-o OPTIONS]`: another mount of a cluster (a
+// daemonized aquifer-mount; `fusermount3 -u DIR` ends it).
+int RunMount(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  std::optional<ClusterState> local;
+  Result<std::string> address = MetaAddressFor(inv, &local);
+  if (!address.ok()) return Fail(err, address.status());
+  Result<std::string> bin = FindBinary("aquifer-mount", inv.up.bin_dir);
+  if (!bin.ok()) return Fail(err, bin.status());
+  std::vector<std::string> argv = {*bin, *address, inv.path};
+  std::string options = inv.up.mount_options;
+  // A local cluster's mounts log beside its daemons (the daemon's own default is nowhere).
+  if (local && options.find("log_file=") == std::string::npos) {
+    std::string name = inv.path;
+    for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    options += (options.empty() ? "" : ",") + std::string("log_file=") + local->root +
+               "/logs/mount" + name + ".log";
+  }
+  if (!options.empty()) {
+    argv.push_back("-o");
+    argv.push_back(options);
+  }
+  Result<int> rc = RunAndWait(argv);  // returns once mounted (or failed): it daemonizes
+  if (!rc.ok()) return Fail(err, rc.status());
+  if (*rc != 0) {
+    err << "aquifer: aquifer-mount could not mount " << inv.path << " (its message is above)\n";
+    return 1;
+  }
+  out << "aquifer: mounted " << *address << " on " << inv.path << "\n"
+      << "  unmount: fusermount3 -u " << inv.path << "\n";
   return 0;
 }
 
@@ -852,6 +885,14 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
                            ->default_str(kDefaultClusterRoot);
   smeta->excludes(sroot);
 
+  // mount
+  CLI::App* mount = app.add_subcommand(
+      "mount", "mount the cluster on DIR once more (another mount, e.g. for a second user)");
+  mount->add_option("DIR", inv.path, "an existing, empty directory")->required();
+  mount->add_option("-o", inv.up.mount_options, "aquifer-mount options (opt1,opt2,...)");
+  mount->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-mount");
+  add_target(mount);
+
   // layout
   CLI::App* layout = app.add_subcommand("layout", "a file's or directory's layout (k, m, unit)");
   layout->require_subcommand(1);
@@ -962,6 +1003,9 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.command = Command::kServerRemove;
   } else if (sundrain->parsed()) {
     inv.command = Command::kServerUndrain;
+  } else if (mount->parsed()) {
+    inv.command = Command::kMount;
+    inv.up.bin_dir = f.bin_dir;
   } else if (rwait->parsed()) {
     inv.command = Command::kRepairWait;
   } else if (bwait->parsed()) {
@@ -1033,6 +1077,8 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       return RunServerRemove(inv, out, err);
     case Command::kServerUndrain:
       return RunServerUndrain(inv, out, err);
+    case Command::kMount:
+      return RunMount(inv, out, err);
     case Command::kRepairWait:
       return RunWait(inv, /*repair=*/true, out, err);
     case Command::kRebalanceWait:

@@ -44,6 +44,7 @@ enum class Command {
   kServerDrain,
   kServerRemove,
   kServerUndrain,
+  kMount,
   kRepairWait,
   kRebalanceWait,
   kFsck,

@@ -206,7 +206,12 @@ int Run(int argc, char** argv) {
             opts.mountpoint.c_str(), m->type.c_str(), opts.mountpoint.c_str());
     return 1;
   }
-  SetupLogging(opts.log_level);
+  // With -o log_file=, the log goes there from the first line (errors that stop the mount are
+  // still printed on stderr too).
+  if (Status logging = SetupLogging(opts.log_level, opts.log_file); !logging.ok()) {
+    fprintf(stderr, "aquifer-mount: %s\n", logging.ToString().c_str());
+    return 2;
+  }
   TuneAllocator();
   DisableMutexDeadlockDetection();
 

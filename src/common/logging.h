@@ -9,12 +9,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "aquifer/status.h"
+
 namespace aquifer {
 
 // Sets the default level for all Aquifer loggers from `level` ("trace", "debug", "info", "warn",
 // "error", "off"); unknown names give "info". Logs go to stderr. Call once at process start;
 // thread-safe afterwards.
 void SetupLogging(const std::string& level);
+// The same, with every logger made afterwards writing to `log_file` (appended; "" = stderr)
+// instead of stderr, each line flushed. Errors: kInvalidArgument when the file cannot be opened.
+Status SetupLogging(const std::string& level, const std::string& log_file);
 
 // Returns the logger named `component`, creating it (stderr, colour off) on first use.
 // Never null; thread-safe.
