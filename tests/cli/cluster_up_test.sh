@@ -25,6 +25,7 @@ cleanup() {
   local rc=$?
   "$AQ" cluster down --root "$ROOT" --grace-ms 3000 >/dev/null 2>&1 || true
   fusermount3 -uz "$MNT" 2>/dev/null || true
+  fusermount3 -uz "$ROOT/m2" 2>/dev/null || true
   if [ -f "$ROOT/cluster.json" ]; then  # anything still alive that we started
     for pid in $(json "' '.join(str(p) for p in [s['meta']['pid'], s['mount']['pid']] + [d['pid'] for d in s['data_servers']])" 2>/dev/null); do
       [ "$pid" -gt 0 ] && kill -9 "$pid" 2>/dev/null || true
@@ -169,6 +170,22 @@ for bad in 0 -1 7; do
   grep -qx "aquifer: error: no data server $bad in the cluster at $ROOT (indexes are 1..6)" "$ROOT/err.txt" ||
     fail "stop-server $bad said: $(cat "$ROOT/err.txt")"
 done
+
+echo "== aquifer mount: a second mount of the local cluster, by name ds2 for stop/start"
+M2="$ROOT/m2"
+mkdir -p "$M2"
+timeout 30 "$AQ" mount --root "$ROOT" "$M2" --bin-dir "$BUILD" >"$ROOT/mount2.txt" 2>&1 ||
+  fail "aquifer mount: $(cat "$ROOT/mount2.txt")"
+grep -q " $M2 fuse.aquifer " /proc/mounts || fail "$M2 not mounted"
+# Only the command's own two lines: the daemon logs to ROOT/logs, not to the terminal.
+[ "$(wc -l <"$ROOT/mount2.txt")" = 2 ] || fail "aquifer mount printed: $(cat "$ROOT/mount2.txt")"
+ls "$ROOT"/logs/mount_*m2.log >/dev/null || fail "no log of the second mount in $ROOT/logs"
+echo "written on one mount" >"$MNT/both"
+[ "$(timeout 10 cat "$M2/both")" = "written on one mount" ] || fail "the second mount does not see the first's file"
+"$AQ" cluster stop-server ds2 --root "$ROOT" --kill
+[ "$(json "s['data_servers'][1]['pid']")" = 0 ] || fail "stop-server ds2 did not stop ds2"
+"$AQ" cluster start-server ds2 --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
+timeout 10 fusermount3 -u "$M2" || fail "fusermount3 -u $M2"
 
 echo "== cluster down stops everything and unmounts"
 ALL_PIDS=$(json "' '.join(str(p) for p in [s['meta']['pid'], s['mount']['pid']] + [d['pid'] for d in s['data_servers']])")
