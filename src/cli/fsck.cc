@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
 #include <unordered_map>
 
 #include "cli/status_report.h"
+#include "common/printable.h"
 
 namespace aquifer::cli {
 
@@ -215,7 +217,9 @@ class Checker {
         }
         for (const FsckDirEntry& e : page->entries) {
           cookie = e.cookie;
-          const std::string child = path + "/" + e.name;
+          // Names are printed, never used to reach anything: control bytes are shown as \xNN,
+          // so a name cannot write escape sequences to an operator's terminal.
+          const std::string child = path + "/" + Printable(e.name, SIZE_MAX);
           if (S_ISDIR(e.attr.mode)) {
             if (seen_dirs.insert(e.attr.ino.value()).second) dirs.emplace_back(e.attr.ino, child);
           } else if (S_ISREG(e.attr.mode)) {

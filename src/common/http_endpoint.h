@@ -6,10 +6,13 @@
 //   log->info("http address={}", (*http)->address());
 //
 // Only GET (and HEAD) of the listed paths are answered; any other path gets 404, any other
-// method 405. Query strings are ignored. Handlers run on the endpoint's own threads (`threads`
-// of them, 1..16), concurrently with each other and with the rest of the process, so they must
-// be thread-safe; a handler that throws gets a 500 reply. Requests wait at most 5 s for their
-// bytes, so a stalled client holds a thread no longer than that.
+// method httplib knows 405 (one it does not know, 400). Query strings are ignored. Handlers run
+// on the endpoint's own threads (`threads` of them, 1..32), concurrently with each other and
+// with the rest of the process, so they must be thread-safe; a handler that throws gets a 500
+// reply. Each open connection holds a thread: an idle kept-alive connection is closed after
+// 2 s, and a read waits at most 2 s for more bytes. That bounds each read, not a whole request:
+// `threads` clients that trickle a byte every second can keep the endpoint busy (a limit of
+// httplib's thread-per-connection model; docs/design.md "Known limits").
 #pragma once
 
 #include <functional>
@@ -46,7 +49,7 @@ class HttpEndpoint {
   // count; kUnavailable when the address cannot be bound (in use, not local).
   static Result<std::unique_ptr<HttpEndpoint>> Start(std::string_view listen,
                                                      std::map<std::string, HttpHandler> routes,
-                                                     int threads = 2);
+                                                     int threads = 8);
   ~HttpEndpoint();
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;

@@ -2,12 +2,11 @@
 
 namespace aquifer {
 
-std::string Printable(std::string_view text) {
-  constexpr size_t kMaxBytes = 200;
+std::string Printable(std::string_view text, size_t max_bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= kMaxBytes) {
+    if (out.size() >= max_bytes) {
       out += "...";
       break;
     }

@@ -67,34 +67,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Expire sessions and mark silent servers down, a few times per timeout.
-  std::mutex tick_mu;
-  std::condition_variable tick_cv;
-  bool stopping = false;
-  const auto period = std::chrono::milliseconds(std::clamp<uint32_t>(
-      std::min(options->heartbeat_timeout_ms, options->session_ttl_ms) / 10, 5, 500));
-  std::thread ticker([&] {
-    std::unique_lock lock(tick_mu);
-    auto last = std::chrono::steady_clock::now();
-    while (!stopping) {
-      tick_cv.wait_for(lock, period, [&] { return stopping; });
-      if (stopping) break;
-      lock.unlock();
-      // A tick far later than its period means this process was stopped or starved: that
-      // silence is ours, not the data servers' or the clients'.
-      const auto now = std::chrono::steady_clock::now();
-      const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(now - last - period);
-      if (late.count() > static_cast<int64_t>(options->heartbeat_timeout_ms / 2)) {
-        (*service)->DiscountPause(late.count());
-      }
-      (*service)->Tick();
-      last = std::chrono::steady_clock::now();
-      lock.lock();
-    }
-  });
-
-  // /metrics and the status page. The page asks this server's own gRPC port, as `aquifer
-  // status` does, so both show the same answers and the same health.
+  // /metrics and the status page, before anything else starts: a port that cannot be bound ends
+  // the process here, cleanly. The page asks this server's own gRPC port, as `aquifer status`
+  // does, so both show the same answers and the same health.
   metrics::Collector state_metrics = RegisterMetaMetrics(service->get());
   std::unique_ptr<HttpEndpoint> http;
   if (!options->http_listen.empty()) {
@@ -129,6 +104,32 @@ int main(int argc, char** argv) {
       }
     }
   }
+
+  // Expire sessions and mark silent servers down, a few times per timeout.
+  std::mutex tick_mu;
+  std::condition_variable tick_cv;
+  bool stopping = false;
+  const auto period = std::chrono::milliseconds(std::clamp<uint32_t>(
+      std::min(options->heartbeat_timeout_ms, options->session_ttl_ms) / 10, 5, 500));
+  std::thread ticker([&] {
+    std::unique_lock lock(tick_mu);
+    auto last = std::chrono::steady_clock::now();
+    while (!stopping) {
+      tick_cv.wait_for(lock, period, [&] { return stopping; });
+      if (stopping) break;
+      lock.unlock();
+      // A tick far later than its period means this process was stopped or starved: that
+      // silence is ours, not the data servers' or the clients'.
+      const auto now = std::chrono::steady_clock::now();
+      const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(now - last - period);
+      if (late.count() > static_cast<int64_t>(options->heartbeat_timeout_ms / 2)) {
+        (*service)->DiscountPause(late.count());
+      }
+      (*service)->Tick();
+      last = std::chrono::steady_clock::now();
+      lock.lock();
+    }
+  });
 
   if (!options->port_file.empty()) {
     Status st = WritePortFile(options->port_file, (*server)->address());

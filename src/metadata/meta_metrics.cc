@@ -13,6 +13,7 @@ metrics::Collector RegisterMetaMetrics(MetadataService* service) {
     const ClusterMap map = service->GetClusterMap();
     std::vector<Sample> up, capacity, used, chunks, positions, corrupt;
     for (const ServerStatus& s : map.servers) {
+      if (s.record.state == MemberState::kRemoved) continue;  // history, not capacity
       const metrics::Labels who{{"server", std::to_string(s.record.id.value())},
                                 {"name", s.record.failure_domain}};
       metrics::Labels with_state = who;
@@ -94,14 +95,15 @@ metrics::Collector RegisterMetaMetrics(MetadataService* service) {
     out.push_back(Counter("aquifer_meta_move_tasks_completed_total",
                           "move tasks finished since the metadata server started",
                           {{{}, static_cast<double>(moves.moves_completed)}}));
-    std::map<std::string, double> degraded_by_reason;
+    // Every reason is always listed (0 when none), so the series do not come and go.
+    std::map<std::string, double> degraded_by_reason = {
+        {"repairing", 0}, {"repair pending", 0}, {"waiting for a server", 0}};
     for (const DegradedPg& d : moves.degraded) {
       // "repair in 1234 ms" counts down: one label value for all of them.
       degraded_by_reason[d.reason.rfind("repair in", 0) == 0 ? "repair pending" : d.reason] += 1;
     }
     std::vector<Sample> degraded;
     for (const auto& [reason, n] : degraded_by_reason) degraded.push_back({{{"reason", reason}}, n});
-    if (degraded.empty()) degraded.push_back({{{"reason", "none"}}, 0});
     out.push_back(Gauge("aquifer_meta_degraded_pgs",
                         "placement groups with positions on servers that are down or removed "
                         "(their stripes are below k+m), by reason",

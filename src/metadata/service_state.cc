@@ -1225,6 +1225,9 @@ void MetadataService::Tick() {
       s.up = false;
       s.down_since_ms = now;
       changed = true;
+      // A removed server is not expected to answer (after a restart it was loaded as up until
+      // its first missed heartbeat): no warning for it.
+      if (s.record.state == MemberState::kRemoved) continue;
       Logger("meta")->warn("server down server={} silent_ms={}", id, now - s.last_heartbeat_ms);
       events_.Record(EventSeverity::kWarning,
                      fmt::format("data server {} ({}) marked down: silent {} ms", id,

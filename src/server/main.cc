@@ -35,22 +35,14 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto server = aquifer::server::GrpcDataServer::Start(*options);
-  if (!server.ok()) {
-    aquifer::Logger("data")->error("start failed: {}", server.status().ToString());
-    return 1;
-  }
-  // /metrics (docs/metrics.md): the chunk requests counted where they are served, and the
-  // store, scrub and move state read at each scrape.
-  aquifer::metrics::Collector state_metrics =
-      aquifer::server::RegisterDataMetrics(&(*server)->core());
+  // /metrics (docs/metrics.md), bound before the server serves or registers: a port that cannot
+  // be bound ends the process before it joins the cluster.
   std::unique_ptr<aquifer::HttpEndpoint> http;
   if (!options->http_listen.empty()) {
     auto started = aquifer::HttpEndpoint::Start(
         options->http_listen, {{"/metrics", [] { return aquifer::metrics::MetricsReply(); }}});
     if (!started.ok()) {
       aquifer::Logger("data")->error("start http failed: {}", started.status().ToString());
-      (*server)->Shutdown();
       return 1;
     }
     http = std::move(*started);
@@ -59,11 +51,20 @@ int main(int argc, char** argv) {
       aquifer::Status st = aquifer::WritePortFile(options->http_port_file, http->address());
       if (!st.ok()) {
         aquifer::Logger("data")->error("http port file failed: {}", st.ToString());
-        (*server)->Shutdown();
         return 1;
       }
     }
   }
+
+  auto server = aquifer::server::GrpcDataServer::Start(*options);
+  if (!server.ok()) {
+    aquifer::Logger("data")->error("start failed: {}", server.status().ToString());
+    return 1;
+  }
+  // The store, scrub and move state, read at each scrape; chunk requests are counted where they
+  // are served.
+  aquifer::metrics::Collector state_metrics =
+      aquifer::server::RegisterDataMetrics(&(*server)->core());
   int sig = 0;
   sigwait(&stop, &sig);
   aquifer::Logger("data")->info("received signal={}, stopping", sig);

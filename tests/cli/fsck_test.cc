@@ -151,6 +151,19 @@ TEST(FsckTest, WholeFilesAreCleanAndEmptyTailDataChunksAreNotMissing) {
   EXPECT_EQ(r.stripes, 3u);
 }
 
+// A file name is untrusted text: fsck shows its control bytes escaped, so a name holding
+// terminal escape sequences cannot forge lines or colours in the operator's terminal.
+TEST(FsckTest, NamesArePrintedWithControlBytesEscaped) {
+  FakeRpc rpc;
+  rpc.AddFile(12, 4 * kUnit, 9);
+  rpc.root.back().name = "evil\x1b[2J\nOK  all clean";
+  rpc.AddStripe(12, 0, 9, 4 * kUnit, {0, 1, 5});  // lost, so the name is printed
+  std::string text;
+  Check(rpc, false, &text);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_NE(text.find("/evil\\x1b[2J\\x0aOK  all clean"), std::string::npos) << text;
+}
+
 TEST(FsckTest, ReportsMissingRebuildableAndLostStripes) {
   FakeRpc rpc;
   rpc.AddFile(10, 4 * kUnit, 7);

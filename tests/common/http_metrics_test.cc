@@ -1,5 +1,10 @@
 // The operators' HTTP endpoint and the metrics registry: addresses are checked, routes answer
 // exactly, other paths and methods are refused, and /metrics carries what was counted.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include <gtest/gtest.h>
@@ -82,6 +87,35 @@ TEST(HttpEndpointTest, RefusesABoundPortAndBadRoutes) {
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   auto threads = HttpEndpoint::Start("127.0.0.1:0", {}, 0);
   EXPECT_EQ(threads.status().code(), Code::kInvalidArgument);
+}
+
+// Connections that send nothing (or keep a connection alive and go quiet) each hold one of the
+// endpoint's threads; they are let go after the 2 s read and keep-alive timeouts, so a scrape
+// that comes while as many of them are open as there are threads is answered within a few
+// seconds. (With 2 threads and 5 s timeouts, 8 of them held a scrape for 20 s: a tester.)
+TEST(HttpEndpointTest, IdleConnectionsDoNotHoldOffAScrapeForLong) {
+  auto http = HttpEndpoint::Start("127.0.0.1:0",
+                                  {{"/hello", [] { return HttpReply{200, "text/plain", "hi\n"}; }}});
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  const std::string address = (*http)->address();
+  const int port = std::stoi(address.substr(address.find(':') + 1));
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    idle.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(12, 0);
+  auto reply = client.Get("/hello");
+  ASSERT_TRUE(reply) << "no answer within 12 s while 16 connections sat idle";
+  EXPECT_EQ(reply->status, 200);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(MetricsTest, SerializesCountersHistogramsAndCollectorsWhileTheyLive) {

@@ -6,7 +6,8 @@
 #   read bytes, an ENOTEMPTY reply (counted by errno here and by code on the server); the metadata server's Create calls; chunk writes of the small
 #   files' m + 1 copies on the data servers, with their bytes;
 # - a 32 MiB file read through a second mount after one data server was killed: degraded reads
-#   on that mount, counted by cause, and the metadata server reports the server down.
+#   on that mount, counted by cause, and the metadata server reports the server down;
+# - a data server and a metadata server given an HTTP port in use exit 1 before joining.
 source "$(dirname "$0")/lib.sh"
 PROBE=(/usr/bin/python3 "$(dirname "$0")/metrics_probe.py")
 export DOCS
@@ -113,4 +114,24 @@ meta_sees_down() {
       $((AQ_DATA_SERVERS - 1)) ]
 }
 aq_wait_for 20 "aquifer-meta to report one data server down" meta_sees_down
-aq_log "metrics: every daemon parsed and every counter moved as the workload did"
+# A daemon whose HTTP port cannot be bound stops before it joins the cluster (a data server that
+# registered first stayed a member, down, holding PG positions), and exits 1, not abort().
+servers_known() {
+  "${PROBE[@]}" snap "$(cat "$AQ_SCRATCH/meta.http")" "$AQ_SCRATCH/known.meta.json" >/dev/null &&
+    "${PROBE[@]}" count "$AQ_SCRATCH/known.meta.json" aquifer_meta_data_server_up
+}
+before_bad=$(servers_known)
+mkdir -p "$AQ_SCRATCH/bad-data"
+rc=0
+timeout 30 "$AQ_DATA_BIN" --listen 127.0.0.1:0 --dir "$AQ_SCRATCH/bad-data" --meta "$AQ_META_ADDR" \
+  --failure-domain bad --http-listen "$(cat "$AQ_SCRATCH/meta.http")" \
+  >"$AQ_SCRATCH/bad-data.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || aq_fail "aquifer-data with a port in use exited $rc, wanted 1"
+grep -q "start http failed" "$AQ_SCRATCH/bad-data.out" || aq_fail "no clear error: $(cat "$AQ_SCRATCH/bad-data.out")"
+grep -q "registered with meta" "$AQ_SCRATCH/bad-data.out" && aq_fail "it registered before failing"
+[ "$(servers_known)" = "$before_bad" ] || aq_fail "the metadata server lists a new data server"
+rc=0
+timeout 30 "$AQ_META_BIN" --listen 127.0.0.1:0 --db "$AQ_SCRATCH/bad-meta-db" \
+  --http-listen "$(cat "$AQ_SCRATCH/meta.http")" >"$AQ_SCRATCH/bad-meta.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || aq_fail "aquifer-meta with an HTTP port in use exited $rc, wanted 1: $(tail -2 "$AQ_SCRATCH/bad-meta.out")"
+aq_log "metrics: every daemon parsed and every counter moved as the workload did; a port in use stops a daemon before it joins"
