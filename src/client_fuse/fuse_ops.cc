@@ -388,6 +388,7 @@ void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
   if (size == 0) {
     fuse_reply_xattr(req, value.size());
   } else if (size < value.size()) {
+    CountFuseError(ERANGE);
     fuse_reply_err(req, ERANGE);
   } else {
     fuse_reply_buf(req, value.data(), value.size());
@@ -402,6 +403,7 @@ bool IsPosixAcl(const char* name) { return std::strncmp(name, "system.posix_acl_
 void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int flags) {
   if (IsPosixAcl(name)) {
+    CountFuseError(EOPNOTSUPP);
     fuse_reply_err(req, EOPNOTSUPP);
     return;
   }
@@ -413,6 +415,7 @@ void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 
 void OnGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (IsPosixAcl(name)) {
+    CountFuseError(EOPNOTSUPP);
     fuse_reply_err(req, EOPNOTSUPP);
     return;
   }
@@ -518,6 +521,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     (void)released;
     SPDLOG_LOGGER_DEBUG(&Log(), "open failed errno=ESTALE (unlinked, not open here) inode={}",
                         inode.value());
+    CountFuseError(ESTALE);
     return (void)fuse_reply_err(req, ESTALE);
   }
   SharedFile* sf = AddShared(d, inode, std::move(o->file), WantsWrite(fi->flags));
