@@ -120,9 +120,8 @@ struct ClientCounters {
   uint64_t getattrs_answered = 0;        // getattrs answered from kept attributes (no call)
   uint64_t dir_listings = 0;         // directory name lists fetched to answer lookups
   uint64_t chunk_reads = 0;          // chunk read RPCs sent
-  uint64_t degraded_reads = 0;       // stripe reads decoded from other chunks, in all
-  // ... by cause: unavailable, checksum, missing_chunk, stale_version, other (in this order;
-  // DegradedCauseNames gives the names).
+  // Stripe reads decoded from other chunks, by cause: unavailable, checksum, missing_chunk,
+  // stale_version, other (in this order; DegradedCauseNames gives the names).
   std::array<uint64_t, 5> degraded_reads_by_cause{};
   uint64_t lost_stripe_reads = 0;    // reads of stripes with fewer than k chunks left (EIO)
 };

@@ -188,6 +188,25 @@ Status WaitServersUp(const ClusterState& s, const std::vector<int>& indexes,
   }
 }
 
+// Waits for new data server `d`'s port file and then until the metadata server reports it up,
+// saving the record on the way. New servers are started one at a time through this: the
+// metadata server numbers servers in registration order, so on a new cluster (and a grow with
+// no server removed) dsN gets id N. Errors: the daemon's failure with the tail of its log, or
+// kUnavailable from WaitServersUp.
+Status WaitRegistered(ClusterState& s, DataServerRecord& d, const std::string& state_path,
+                      std::chrono::milliseconds timeout) {
+  Result<std::string> addr = WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe,
+                                             timeout);
+  if (!addr.ok()) {
+    d.pid = 0;
+    (void)SaveClusterState(state_path, s);
+    return DaemonFailed(addr.status(), d.log);
+  }
+  d.address = *addr;
+  AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
+  return WaitServersUp(s, {d.index}, timeout);
+}
+
 Status Unmount(const std::string& dir, bool lazy_fallback, std::ostream& out) {
   if (MountTypeAt(dir).empty()) return OkStatus();
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -371,10 +390,9 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
   out << "  meta   " << s.meta.address << "  pid " << s.meta.pid << "  " << Word(meta_started)
       << "  db " << s.meta.db << "  log " << s.meta.log << "\n";
 
-  // Data servers: start every missing one, then wait for each port file.
-  // A server that never registered (no address recorded yet) is started alone and waited for
-  // until it is up, so the metadata server, which numbers servers in registration order, gives
-  // dsN the id N on a new cluster; the others start together.
+  // Data servers: start every missing one, then wait for each port file. A server that never
+  // registered (no address recorded yet) is started alone and waited for (WaitRegistered); the
+  // others start together.
   std::vector<int> started;
   for (DataServerRecord& d : s.data_servers) {
     if (d.removed || IsProcessAlive(d.pid, kDataExe)) continue;
@@ -385,21 +403,8 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
                                       d.log);
     if (!pid.ok()) return pid.status();
     d.pid = *pid;
-    if (!is_new) {
-      started.push_back(d.index);
-      continue;
-    }
-    Result<std::string> addr =
-        WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, o.timeout);
-    if (!addr.ok()) {
-      d.pid = 0;
-      (void)SaveClusterState(state_path, s);
-      return DaemonFailed(addr.status(), d.log);
-    }
-    d.address = *addr;
-    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
-    AQ_RETURN_IF_ERROR(WaitServersUp(s, {d.index}, o.timeout));
     started.push_back(d.index);
+    if (is_new) AQ_RETURN_IF_ERROR(WaitRegistered(s, d, state_path, o.timeout));
   }
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   Status data_status;
@@ -659,21 +664,8 @@ Status GrowCluster(const std::string& root_arg, int count, const std::string& bi
     }
     d.pid = *pid;
     added.push_back(index);
-    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
-    // One at a time, each registered before the next starts: the metadata server numbers
-    // servers in registration order, so dsN gets id N where the ids before it match too.
-    Result<std::string> addr =
-        WaitForPortFile(PortFile(s, d.failure_domain), d.pid, kDataExe, timeout);
-    if (!addr.ok()) {
-      d.pid = 0;
-      (void)SaveClusterState(state_path, s);
-      return DaemonFailed(addr.status(), d.log);
-    }
-    d.address = *addr;
-    AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
-    AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));
+    AQ_RETURN_IF_ERROR(WaitRegistered(s, d, state_path, timeout));
   }
-  AQ_RETURN_IF_ERROR(WaitServersUp(s, added, timeout));
   for (int idx : added) {
     const DataServerRecord& d = s.data_servers[static_cast<size_t>(idx - 1)];
     out << "aquifer: data server " << d.failure_domain << " started (" << d.address << ", pid "

@@ -58,15 +58,6 @@ const char* HealthClass(HealthState s) {
   }
 }
 
-std::string ServerLabel(ServerId id, const ClusterView* view) {
-  if (id.value() == 0) return "-";
-  if (view != nullptr) {
-    for (const ServerView& s : view->servers) {
-      if (s.id == id) return id.ToString() + " (" + HtmlEscape(s.failure_domain) + ")";
-    }
-  }
-  return id.ToString();
-}
 
 void Servers(std::ostringstream& o, const ClusterView& v) {
   o << "<h2>Data servers</h2>\n";
@@ -119,11 +110,7 @@ void Moves(std::ostringstream& o, const MovesView& mv, const ClusterView* view) 
     << " per destination, " << HumanBytes(mv.move_rate_bytes_per_s) << "/s per task"
     << (mv.rebalance_paused ? "; rebalance paused" : "") << ").</p>\n";
   if (!mv.moves.empty()) {
-    std::vector<const MoveView*> rows;
-    for (const MoveView& m : mv.moves) rows.push_back(&m);
-    std::stable_sort(rows.begin(), rows.end(), [](const MoveView* a, const MoveView* b) {
-      return (a->state == "running") > (b->state == "running");
-    });
+    const std::vector<const MoveView*> rows = RunningFirst(mv);
     o << "<table id=\"moves\"><tr><th>Task</th><th>Kind</th><th>State</th><th>PG</th>"
          "<th>From</th><th>To</th><th>Progress</th><th>Bytes</th><th>Rate</th><th>ETA</th>"
          "</tr>\n";
@@ -132,8 +119,9 @@ void Moves(std::ostringstream& o, const MovesView& mv, const ClusterView* view) 
       const MoveView& m = *rows[i];
       o << "<tr data-kind=\"" << HtmlEscape(m.kind) << "\"><td>" << m.id << "</td><td>"
         << HtmlEscape(m.kind) << "</td><td>" << HtmlEscape(m.state) << "</td><td>" << m.pg_width
-        << "/" << m.pg_index << "." << m.position << "</td><td>" << ServerLabel(m.from, view)
-        << "</td><td>" << ServerLabel(m.to, view) << "</td><td>"
+        << "/" << m.pg_index << "." << m.position << "</td><td>"
+        << HtmlEscape(ServerName(m.from, view)) << "</td><td>"
+        << HtmlEscape(ServerName(m.to, view)) << "</td><td>"
         << Bar(m.bytes_done, m.bytes_total, false) << "</td><td>" << HumanBytes(m.bytes_done)
         << " / " << HumanBytes(m.bytes_total) << "</td><td>" << HumanBytes(m.rate_bytes_per_s)
         << "/s</td><td>" << HumanDuration(m.eta_ms)

@@ -22,6 +22,9 @@ std::string Heartbeat(int64_t ms_ago) {
   return buf;
 }
 
+
+}  // namespace
+
 std::string ServerName(ServerId id, const ClusterView* view) {
   if (id.value() == 0) return "-";
   if (view != nullptr) {
@@ -32,7 +35,14 @@ std::string ServerName(ServerId id, const ClusterView* view) {
   return id.ToString();
 }
 
-}  // namespace
+std::vector<const MoveView*> RunningFirst(const MovesView& moves) {
+  std::vector<const MoveView*> rows;
+  for (const MoveView& m : moves.moves) rows.push_back(&m);
+  std::stable_sort(rows.begin(), rows.end(), [](const MoveView* a, const MoveView* b) {
+    return (a->state == "running") > (b->state == "running");
+  });
+  return rows;
+}
 
 std::string HumanDuration(int64_t ms) {
   if (ms < 0) return "?";
@@ -59,11 +69,7 @@ std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max
     << " per destination, " << HumanBytes(mv.move_rate_bytes_per_s) << "/s per task"
     << (mv.rebalance_paused ? ", rebalance PAUSED" : "") << ")\n";
   if (!mv.moves.empty()) {
-    std::vector<const MoveView*> rows;
-    for (const MoveView& m : mv.moves) rows.push_back(&m);
-    std::stable_sort(rows.begin(), rows.end(), [](const MoveView* a, const MoveView* b) {
-      return (a->state == "running") > (b->state == "running");
-    });
+    const std::vector<const MoveView*> rows = RunningFirst(mv);
     o << "  " << Pad("TASK", 7) << Pad("KIND", 10) << Pad("STATE", 8) << Pad("PG", 8)
       << Pad("FROM -> TO", 20) << "PROGRESS\n";
     for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {

@@ -35,6 +35,12 @@ std::string FormatMoveProgress(uint64_t chunks_done, uint64_t chunks_total, uint
 // The moves part of the report: summary line, the tasks (at most `max_rows`, running first),
 // the degraded PGs (grouped by reason) and the health line.
 std::string FormatMoves(const MovesView& moves, const ClusterView* view, size_t max_rows);
+// "7(ds3)": server `id` with its failure domain as `view` names it ("7" when it does not, "-"
+// for id 0). Pure.
+std::string ServerName(ServerId id, const ClusterView* view);
+// The move tasks of `moves`, running ones first, each group in its given order. Pure; the
+// pointers point into `moves`.
+std::vector<const MoveView*> RunningFirst(const MovesView& moves);
 
 // The table of data servers: id, address, failure domain, up/DOWN, membership (in/draining/
 // removed), PG positions held, used/capacity, chunks, scrub counters, last heartbeat.

@@ -263,9 +263,9 @@ ClientCounters Client::Counters() const {
   impl_->meta_->AddCallCounts(&c);
   const client::ChunkIo& io = *impl_->io_;
   c.chunk_reads = io.chunk_rpcs();
-  c.degraded_reads = io.degraded_reads();
   for (size_t i = 0; i < c.degraded_reads_by_cause.size(); ++i) {
-    c.degraded_reads_by_cause[i] = io.degraded_reads(static_cast<client::ChunkIo::DegradedCause>(i));
+    c.degraded_reads_by_cause[i] =
+        io.degraded_reads(static_cast<client::ChunkIo::DegradedCause>(i));
   }
   c.lost_stripe_reads = io.lost_stripe_reads();
   return c;

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include <array>
-#include <atomic>
 #include <string>
 
 #include "common/metrics.h"
@@ -32,7 +31,7 @@ struct FuseFamilies {
       "aquifer_fuse_bytes_total", "data bytes read and written through the mount");
   std::array<prometheus::Counter*, kOps> request_count{};
   std::array<prometheus::Histogram*, kOps> latency{};
-  std::array<std::atomic<prometheus::Counter*>, kMaxErrno> by_errno{};
+  std::array<metrics::LazyCounter, kMaxErrno> by_errno;
   prometheus::Counter* read_bytes = nullptr;
   prometheus::Counter* written_bytes = nullptr;
 
@@ -70,15 +69,14 @@ FuseOpTimer::~FuseOpTimer() {
 void CountFuseError(int err) {
   FuseFamilies& f = Families();
   const int slot = err > 0 && err < kMaxErrno ? err : 0;
-  std::atomic<prometheus::Counter*>& c = f.by_errno[slot];
-  prometheus::Counter* counter = c.load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    const char* name = slot == 0 ? nullptr : strerrorname_np(slot);
-    counter = &f.errors.Add(
-        {{"errno", name != nullptr ? std::string(name) : "E" + std::to_string(slot)}});
-    c.store(counter, std::memory_order_release);
-  }
-  counter->Increment();
+  f.by_errno[slot]
+      .Get(f.errors,
+           [slot] {
+             const char* name = slot == 0 ? nullptr : strerrorname_np(slot);
+             return metrics::Labels{
+                 {"errno", name != nullptr ? std::string(name) : "E" + std::to_string(slot)}};
+           })
+      .Increment();
 }
 
 void CountFuseBytes(FuseOp op, uint64_t bytes) {

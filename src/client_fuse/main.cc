@@ -31,7 +31,6 @@
 #include "common/http_endpoint.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "common/port_file.h"
 
 namespace aquifer::fuse {
 namespace {
@@ -307,14 +306,11 @@ int Run(int argc, char** argv) {
   metrics::Collector client_metrics = RegisterClientMetrics(daemon.client.get());
   std::unique_ptr<HttpEndpoint> http;
   if (!opts.http_listen.empty()) {
-    auto started =
-        HttpEndpoint::Start(opts.http_listen, {{"/metrics", [] { return metrics::MetricsReply(); }}});
-    Status written = started.ok() && !opts.http_port_file.empty()
-                         ? WritePortFile(opts.http_port_file, (*started)->address())
-                         : OkStatus();
-    if (!started.ok() || !written.ok()) {
+    auto started = ServeHttp(opts.http_listen, opts.http_port_file,
+                             {{"/metrics", [] { return metrics::MetricsReply(); }}});
+    if (!started.ok()) {
       fprintf(stderr, "aquifer-mount: cannot serve /metrics on %s: %s\n", opts.http_listen.c_str(),
-              (!started.ok() ? started.status() : written).ToString().c_str());
+              started.status().ToString().c_str());
       NotifyParent(notify_fd, 1);
       if (invalidator) invalidator->Stop();
       fuse_session_destroy(se);

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "common/logging.h"
+#include "common/port_file.h"
 
 namespace aquifer {
 
@@ -130,5 +131,14 @@ void HttpEndpoint::Stop() {
 }
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
+
+Result<std::unique_ptr<HttpEndpoint>> ServeHttp(std::string_view listen,
+                                                const std::string& port_file,
+                                                std::map<std::string, HttpHandler> routes) {
+  auto started = HttpEndpoint::Start(listen, std::move(routes));
+  if (!started.ok() || port_file.empty()) return started;
+  AQ_RETURN_IF_ERROR(WritePortFile(port_file, (*started)->address()));
+  return started;
+}
 
 }  // namespace aquifer

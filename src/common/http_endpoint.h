@@ -66,4 +66,12 @@ class HttpEndpoint {
   std::string address_;
 };
 
+// A daemon's endpoint: Start(listen, routes), then, when `port_file` is not empty, its bound
+// address written there (port_file.h), so a caller that asked for port 0 learns the port.
+// Errors: those of Start, or kInternal when the port file cannot be written (the endpoint is
+// stopped then).
+Result<std::unique_ptr<HttpEndpoint>> ServeHttp(std::string_view listen,
+                                                const std::string& port_file,
+                                                std::map<std::string, HttpHandler> routes);
+
 }  // namespace aquifer

@@ -50,11 +50,6 @@ prometheus::Family<prometheus::Counter>& CounterFamily(const std::string& name,
   return prometheus::BuildCounter().Name(name).Help(help).Register(Registry());
 }
 
-prometheus::Family<prometheus::Gauge>& GaugeFamily(const std::string& name,
-                                                   const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(Registry());
-}
-
 prometheus::Family<prometheus::Histogram>& HistogramFamily(const std::string& name,
                                                            const std::string& help) {
   return prometheus::BuildHistogram().Name(name).Help(help).Register(Registry());
@@ -64,12 +59,6 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const prometheus::Histogram::BucketBoundaries b = {
       0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
       0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
-  return b;
-}
-
-const prometheus::Histogram::BucketBoundaries& SizeBuckets() {
-  static const prometheus::Histogram::BucketBoundaries b = {
-      512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432, 67108864};
   return b;
 }
 

@@ -6,8 +6,8 @@
 //
 // Two kinds of metric:
 // - events counted where they happen: look a family up once (CounterFamily, HistogramFamily),
-//   Add() its labelled children once (at start-up or first use), keep the references and
-//   Increment / Observe them on the hot path. A child's Increment is one atomic add; a
+//   Add() its labelled children once (at start-up, or on first use through a LazyCounter), keep
+//   the references and Increment / Observe them on the hot path. A child's Increment is one atomic add; a
 //   histogram's Observe takes the child's own mutex (no other lock).
 // - state read at scrape time (capacity, queue lengths, sessions): register a Collector, a
 //   function that returns the families as they are now. It runs on the HTTP thread of the
@@ -19,14 +19,14 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
-#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,32 +41,31 @@ prometheus::Registry& Registry();
 
 prometheus::Family<prometheus::Counter>& CounterFamily(const std::string& name,
                                                        const std::string& help);
-prometheus::Family<prometheus::Gauge>& GaugeFamily(const std::string& name,
-                                                   const std::string& help);
 prometheus::Family<prometheus::Histogram>& HistogramFamily(const std::string& name,
                                                            const std::string& help);
 
 // Bucket bounds for operation latencies, seconds: 50 us to 10 s, roughly x2.5 apart, which
 // spans a cached stat (tens of us) to a degraded read that waits for a timeout (seconds).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
-// Bucket bounds for request sizes, bytes: 512 B to 64 MiB, x4 apart.
-const prometheus::Histogram::BucketBoundaries& SizeBuckets();
 
-// Times a scope and observes the seconds into `histogram` at its end.
-class ScopedTimer {
+// A counter child found on first use and kept: Family::Add takes the family's mutex and hashes
+// the labels, so a hot path that picks its child at run time (by reply code, by errno) finds it
+// once and then pays one atomic load. `labels` is called only the first time. Thread-safe (two
+// racing first uses find the same child).
+class LazyCounter {
  public:
-  explicit ScopedTimer(prometheus::Histogram& histogram)
-      : histogram_(histogram), start_(std::chrono::steady_clock::now()) {}
-  ~ScopedTimer() {
-    histogram_.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  template <class MakeLabels>
+  prometheus::Counter& Get(prometheus::Family<prometheus::Counter>& family, MakeLabels labels) {
+    prometheus::Counter* c = child_.load(std::memory_order_acquire);
+    if (c == nullptr) {
+      c = &family.Add(labels());
+      child_.store(c, std::memory_order_release);
+    }
+    return *c;
   }
-  ScopedTimer(const ScopedTimer&) = delete;
-  ScopedTimer& operator=(const ScopedTimer&) = delete;
 
  private:
-  prometheus::Histogram& histogram_;
-  std::chrono::steady_clock::time_point start_;
+  std::atomic<prometheus::Counter*> child_{nullptr};
 };
 
 // Builds scrape-time families: Gauge("aquifer_meta_sessions", "...", {{{}, 3}}).

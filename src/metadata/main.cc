@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
                            .count();
       return HttpReply{200, "text/html; charset=utf-8", cli::RenderStatusPage(in)};
     };
-    auto started = HttpEndpoint::Start(
-        options->http_listen,
+    auto started = ServeHttp(
+        options->http_listen, options->http_port_file,
         {{"/metrics", [] { return metrics::MetricsReply(); }}, {"/", page}, {"/status", page}});
     if (!started.ok()) {
       log->error("start http failed: {}", started.status().ToString());
@@ -96,13 +96,6 @@ int main(int argc, char** argv) {
     http = std::move(*started);
     (*service)->set_http_address(http->address());
     log->info("http address={} (/metrics, /status)", http->address());
-    if (!options->http_port_file.empty()) {
-      Status st = WritePortFile(options->http_port_file, http->address());
-      if (!st.ok()) {
-        log->error("http port file failed: {}", st.ToString());
-        return 1;
-      }
-    }
   }
 
   // Expire sessions and mark silent servers down, a few times per timeout.

@@ -662,6 +662,10 @@ class MetadataService {
   Status Reconcile(int64_t now, MoveBatch& mb, bool rebalance);
   Status FlushMoves(MoveBatch& mb, bool sync);
   void RecordMoveEvents(const MoveBatch& mb);
+  // DrainServer (draining) and UndrainServer; takes cluster_mu_.
+  Result<ServerAdminResult> SetDraining(ServerId id, bool draining);
+  // PG positions that target `id`, over every table. cluster_mu_ held.
+  uint32_t PositionsHeld(ServerId id) const;
 
   std::unique_ptr<NamespaceStore> store_;
   const MetaOptions options_;

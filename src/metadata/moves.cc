@@ -458,7 +458,23 @@ void MetadataService::RecordMoveEvents(const MoveBatch& mb) {
 }
 
 // --- admin --------------------------------------------------------------------------------------
+uint32_t MetadataService::PositionsHeld(ServerId id) const {
+  uint32_t held = 0;
+  for (const auto& [w, t] : pg_tables_) {
+    for (const auto& pg : t.pgs) held += std::count(pg.begin(), pg.end(), id);
+  }
+  return held;
+}
+
 Result<ServerAdminResult> MetadataService::DrainServer(ServerId id) {
+  return SetDraining(id, /*draining=*/true);
+}
+
+Result<ServerAdminResult> MetadataService::UndrainServer(ServerId id) {
+  return SetDraining(id, /*draining=*/false);
+}
+
+Result<ServerAdminResult> MetadataService::SetDraining(ServerId id, bool draining) {
   std::lock_guard lock(cluster_mu_);
   auto it = servers_.find(id.value());
   if (it == servers_.end()) return NotFound("no data server " + id.ToString());
@@ -467,64 +483,38 @@ Result<ServerAdminResult> MetadataService::DrainServer(ServerId id) {
     return InvalidArgument("data server " + id.ToString() + " is removed");
   }
   const uint64_t before = next_move_id_;
-  MoveBatch mb;
-  if (s.record.state != MemberState::kDraining) {
-    s.record.state = MemberState::kDraining;
-    mb.batch.PutServer(s.record);
-    BumpMapVersion();
-    mb.batch.PutCounter("map_version", map_version_);
-    Logger("meta")->info("drain server={}", id.value());
-    events_.Record(EventSeverity::kInfo, fmt::format("data server {} draining", id.value()));
-  }
-  AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
-  ServerAdminResult out;
-  out.moves_scheduled = static_cast<uint32_t>(next_move_id_ - before);
-  uint32_t held = 0;
-  for (const auto& [w, t] : pg_tables_) {
-    for (const auto& pg : t.pgs) held += std::count(pg.begin(), pg.end(), id);
-  }
-  out.positions_held = held;
-  AQ_RETURN_IF_ERROR(store_->Sync());
-  return out;
-}
-
-Result<ServerAdminResult> MetadataService::UndrainServer(ServerId id) {
-  std::lock_guard lock(cluster_mu_);
-  auto it = servers_.find(id.value());
-  if (it == servers_.end()) return NotFound("no data server " + id.ToString());
-  ServerState& s = it->second;
-  if (s.record.state == MemberState::kRemoved) {
-    return InvalidArgument("data server " + id.ToString() + " is removed");
-  }
+  const MemberState want = draining ? MemberState::kDraining : MemberState::kIn;
   MoveBatch mb;
   uint32_t cancelled = 0;
-  if (s.record.state == MemberState::kDraining) {
-    s.record.state = MemberState::kIn;
+  if (s.record.state != want) {
+    s.record.state = want;
     mb.batch.PutServer(s.record);
     BumpMapVersion();
     mb.batch.PutCounter("map_version", map_version_);
-    // Its drain tasks stop; what their destinations copied is garbage (the positions stay here).
-    std::vector<uint64_t> drains;
-    for (const auto& [task_id, m] : moves_) {
-      if (m.task.kind == MoveKind::kDrain && m.task.from == id) drains.push_back(task_id);
+    if (!draining) {
+      // Its drain tasks stop; what their destinations copied is garbage (the positions stay).
+      std::vector<uint64_t> drains;
+      for (const auto& [task_id, m] : moves_) {
+        if (m.task.kind == MoveKind::kDrain && m.task.from == id) drains.push_back(task_id);
+      }
+      const int64_t now = clocks_.mono_ms();
+      for (uint64_t task_id : drains) DropMove(mb, task_id, /*gc_destination=*/true, now);
+      cancelled = static_cast<uint32_t>(drains.size());
     }
-    const int64_t now = clocks_.mono_ms();
-    for (uint64_t task_id : drains) DropMove(mb, task_id, /*gc_destination=*/true, now);
-    cancelled = static_cast<uint32_t>(drains.size());
-    Logger("meta")->info("undrain server={} drain_tasks_cancelled={}", id.value(), cancelled);
+    Logger("meta")->info("{} server={} drain_tasks_cancelled={}", draining ? "drain" : "undrain",
+                         id.value(), cancelled);
     events_.Record(EventSeverity::kInfo,
-                   fmt::format("data server {} no longer draining ({} drain tasks cancelled)",
-                               id.value(), cancelled));
+                   draining ? fmt::format("data server {} draining", id.value())
+                            : fmt::format("data server {} no longer draining ({} drain tasks "
+                                          "cancelled)", id.value(), cancelled));
   }
+  // Reconcile schedules the drain's moves (and writes the batch).
   AQ_RETURN_IF_ERROR(Reconcile(clocks_.mono_ms(), mb, /*rebalance=*/false));
   AQ_RETURN_IF_ERROR(store_->Sync());
   ServerAdminResult out;
+  out.moves_scheduled = static_cast<uint32_t>(next_move_id_ - before);
   out.moves_cancelled = cancelled;
-  uint32_t held = 0;
-  for (const auto& [w, t] : pg_tables_) {
-    for (const auto& pg : t.pgs) held += std::count(pg.begin(), pg.end(), id);
-  }
-  out.positions_held = held;
+  out.positions_held = PositionsHeld(id);
   return out;
 }
 
@@ -533,10 +523,7 @@ Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force)
   auto it = servers_.find(id.value());
   if (it == servers_.end()) return NotFound("no data server " + id.ToString());
   ServerState& s = it->second;
-  uint32_t held = 0;
-  for (const auto& [w, t] : pg_tables_) {
-    for (const auto& pg : t.pgs) held += std::count(pg.begin(), pg.end(), id);
-  }
+  const uint32_t held = PositionsHeld(id);
   ServerAdminResult out;
   out.positions_held = held;
   if (s.record.state == MemberState::kRemoved) return out;

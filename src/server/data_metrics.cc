@@ -1,7 +1,6 @@
 #include "server/data_metrics.h"
 
 #include <array>
-#include <atomic>
 
 #include "server/chunk_store/chunk_store.h"
 #include "server/data_server.h"
@@ -25,7 +24,7 @@ struct ChunkFamilies {
   prometheus::Family<prometheus::Counter>& bytes = metrics::CounterFamily(
       "aquifer_data_chunk_bytes_total", "data bytes of the chunk reads and writes served");
   // [op][wire][code]
-  std::array<std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>, 2>, 2> by_code{};
+  std::array<std::array<std::array<metrics::LazyCounter, kCodes>, 2>, 2> by_code;
   std::array<prometheus::Histogram*, 2> latency{};
   std::array<prometheus::Counter*, 2> byte_count{};
 
@@ -36,8 +35,9 @@ struct ChunkFamilies {
       byte_count[o] = &bytes.Add({{"op", OpName(op)}});
       // The ok children exist from the start, so a scrape shows 0 before the first request.
       for (ChunkWire w : {ChunkWire::kGrpc, ChunkWire::kChunkWire}) {
-        by_code[o][static_cast<size_t>(w)][0] =
-            &requests.Add({{"op", OpName(op)}, {"wire", WireName(w)}, {"code", "ok"}});
+        by_code[o][static_cast<size_t>(w)][0].Get(requests, [&] {
+          return metrics::Labels{{"op", OpName(op)}, {"wire", WireName(w)}, {"code", "ok"}};
+        });
       }
     }
   }
@@ -55,14 +55,13 @@ void CountChunkOp(ChunkOp op, ChunkWire wire, const Status& outcome, uint64_t by
   ChunkFamilies& f = Families();
   const size_t o = static_cast<size_t>(op);
   const size_t c = std::min(static_cast<size_t>(outcome.code()), kCodes - 1);
-  std::atomic<prometheus::Counter*>& slot = f.by_code[o][static_cast<size_t>(wire)][c];
-  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    counter = &f.requests.Add(
-        {{"op", OpName(op)}, {"wire", WireName(wire)}, {"code", CodeName(outcome.code())}});
-    slot.store(counter, std::memory_order_release);
-  }
-  counter->Increment();
+  f.by_code[o][static_cast<size_t>(wire)][c]
+      .Get(f.requests,
+           [&] {
+             return metrics::Labels{
+                 {"op", OpName(op)}, {"wire", WireName(wire)}, {"code", CodeName(outcome.code())}};
+           })
+      .Increment();
   if (bytes > 0) f.byte_count[o]->Increment(static_cast<double>(bytes));
   f.latency[o]->Observe(seconds);
 }

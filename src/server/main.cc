@@ -8,7 +8,6 @@
 #include "common/lock_checks.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "common/port_file.h"
 #include "server/data_metrics.h"
 #include "server/options.h"
 #include "server/rpc/grpc_data_server.h"
@@ -39,21 +38,15 @@ int main(int argc, char** argv) {
   // be bound ends the process before it joins the cluster.
   std::unique_ptr<aquifer::HttpEndpoint> http;
   if (!options->http_listen.empty()) {
-    auto started = aquifer::HttpEndpoint::Start(
-        options->http_listen, {{"/metrics", [] { return aquifer::metrics::MetricsReply(); }}});
+    auto started =
+        aquifer::ServeHttp(options->http_listen, options->http_port_file,
+                           {{"/metrics", [] { return aquifer::metrics::MetricsReply(); }}});
     if (!started.ok()) {
       aquifer::Logger("data")->error("start http failed: {}", started.status().ToString());
       return 1;
     }
     http = std::move(*started);
     aquifer::Logger("data")->info("http address={} (/metrics)", http->address());
-    if (!options->http_port_file.empty()) {
-      aquifer::Status st = aquifer::WritePortFile(options->http_port_file, http->address());
-      if (!st.ok()) {
-        aquifer::Logger("data")->error("http port file failed: {}", st.ToString());
-        return 1;
-      }
-    }
   }
 
   auto server = aquifer::server::GrpcDataServer::Start(*options);

@@ -138,7 +138,7 @@ else:
         problems.append(f"not six other servers up (down: {others})")
     # Columns: Task, Kind, State, PG, From, To, Progress, Bytes, Rate, ETA
     running = [c for k, c, bar in page.moves if k == "repair" and len(c) > 7 and
-               c[2] == "running" and bar and c[4].split(" ")[0] == victim]
+               c[2] == "running" and bar and c[4].split("(")[0] == victim]
     if not running:
         problems.append(f"no running repair row from server {victim} with a progress bar")
     elif not any(c[6] not in ("0%", "") and not c[7].startswith("0 B /") for c in running):

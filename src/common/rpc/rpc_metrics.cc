@@ -129,33 +129,22 @@ RpcMethodMetrics::RpcMethodMetrics(const std::string& prefix, std::string method
 }
 
 void RpcMethodMetrics::Count(Code code, double seconds) {
-  const size_t c = std::min(static_cast<size_t>(code), kCodes - 1);
-  prometheus::Counter* counter = by_code_[c].load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    counter = &requests_.Add({{"method", method_}, {"code", CodeName(code)}});
-    by_code_[c].store(counter, std::memory_order_release);
-  }
-  counter->Increment();
+  by_code_[std::min(static_cast<size_t>(code), kCodes - 1)]
+      .Get(requests_, [&] { return metrics::Labels{{"method", method_}, {"code", CodeName(code)}}; })
+      .Increment();
   latency_.Observe(seconds);
 }
 
 void RpcMethodMetrics::CountTransportFailure(double seconds) {
-  prometheus::Counter* counter = transport_.load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    counter = &requests_.Add({{"method", method_}, {"code", "transport"}});
-    transport_.store(counter, std::memory_order_release);
-  }
-  counter->Increment();
+  transport_.Get(requests_, [&] { return metrics::Labels{{"method", method_}, {"code", "transport"}}; })
+      .Increment();
   latency_.Observe(seconds);
 }
 
 void RpcMethodMetrics::CountBadRequest() {
-  prometheus::Counter* counter = bad_request_.load(std::memory_order_acquire);
-  if (counter == nullptr) {
-    counter = &requests_.Add({{"method", method_}, {"code", "bad_request"}});
-    bad_request_.store(counter, std::memory_order_release);
-  }
-  counter->Increment();
+  bad_request_
+      .Get(requests_, [&] { return metrics::Labels{{"method", method_}, {"code", "bad_request"}}; })
+      .Increment();
 }
 
 }  // namespace aquifer

@@ -46,9 +46,8 @@ class RpcMethodMetrics {
   prometheus::Family<prometheus::Counter>& requests_;
   std::string method_;
   prometheus::Histogram& latency_;
-  std::array<std::atomic<prometheus::Counter*>, kCodes> by_code_{};
-  std::atomic<prometheus::Counter*> bad_request_{nullptr};
-  std::atomic<prometheus::Counter*> transport_{nullptr};
+  std::array<metrics::LazyCounter, kCodes> by_code_;
+  metrics::LazyCounter bad_request_, transport_;
 };
 
 }  // namespace aquifer
