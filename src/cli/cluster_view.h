@@ -96,6 +96,9 @@ struct MovesView {
   uint64_t lost_stripes = 0;     // recorded as lost by readers or fsck, in lost_files files
   uint64_t lost_files = 0;
   uint64_t degraded_stripes = 0; // written below k + m, backfill pending
+  // Moved by finished tasks since the metadata server started, by kind name ("repair",
+  // "drain", "rebalance"); empty from an older server.
+  std::map<std::string, uint64_t> completed_bytes, completed_chunks;
 };
 
 // GetActivity: the open sessions and the metadata server's recent events.

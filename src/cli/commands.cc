@@ -20,6 +20,7 @@
 
 #include "cli/fsck.h"
 #include "cli/layout_xattr.h"
+#include "cli/move_progress.h"
 #include "cli/process.h"
 #include "cli/rpc/fsck_rpc.h"
 #include "cli/rpc/meta_admin.h"
@@ -295,6 +296,8 @@ Result<ServerId> ResolveServerAt(const std::string& address, const std::string& 
   return ResolveServer(*view, ref);
 }
 
+int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream& err);
+
 int RunServerDrain(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<std::string> address = MetaAddressFor(inv, nullptr);
   if (!address.ok()) return Fail(err, address.status());
@@ -306,10 +309,10 @@ int RunServerDrain(const Invocation& inv, std::ostream& out, std::ostream& err) 
       inv.meta_address.empty() ? " --root " + inv.up.root : " --meta " + *address;
   out << "aquifer: server " << id->value() << " is draining: it holds " << r->positions_held
       << " PG positions, " << r->moves_scheduled << " drain moves scheduled now\n"
-      << "  follow:  aquifer rebalance wait" << target
-      << "\n  then:    aquifer server remove " << id->value() << target
+      << (inv.follow ? "" : "  follow:  aquifer rebalance wait" + target + "\n")
+      << "  then:    aquifer server remove " << id->value() << target
       << "\n  cancel:  aquifer server undrain " << id->value() << target << "\n";
-  return 0;
+  return inv.follow ? RunWait(inv, /*repair=*/false, out, err) : 0;
 }
 
 // `aquifer mount [--root R | --meta ADDR] DIR [-o OPTIONS]`: another mount of a cluster (a
@@ -479,46 +482,6 @@ int RunMetaRestore(const Invocation& inv, std::ostream& out, std::ostream& err) 
   return 0;
 }
 
-// Progress of the moves of one kind across polls: a task that leaves the list finished.
-struct WaitTally {
-  struct Seen {
-    uint64_t chunks_done = 0, chunks_total = 0, bytes_done = 0, bytes_total = 0;
-    bool finished = false;
-  };
-  std::map<uint64_t, Seen> tasks;
-  uint64_t chunks_done = 0, chunks_total = 0, bytes_done = 0, bytes_total = 0;
-  uint32_t running = 0, queued = 0, finished = 0;
-
-  void Update(const std::vector<const MoveView*>& now) {
-    std::set<uint64_t> present;
-    running = queued = 0;
-    for (const MoveView* m : now) {
-      present.insert(m->id);
-      Seen& s = tasks[m->id];
-      s.chunks_done = m->chunks_done;
-      s.chunks_total = std::max(m->chunks_total, m->chunks_done);
-      s.bytes_done = m->bytes_done;
-      s.bytes_total = std::max(m->bytes_total, m->bytes_done);
-      (m->state == "running" ? running : queued)++;
-    }
-    chunks_done = chunks_total = bytes_done = bytes_total = 0;
-    finished = 0;
-    for (auto& [id, s] : tasks) {
-      if (!present.count(id)) s.finished = true;
-      if (s.finished) {
-        ++finished;
-        chunks_done += s.chunks_total;
-        bytes_done += s.bytes_total;
-      } else {
-        chunks_done += s.chunks_done;
-        bytes_done += s.bytes_done;
-      }
-      chunks_total += s.chunks_total;
-      bytes_total += s.bytes_total;
-    }
-  }
-};
-
 int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream& err) {
   using Clock = std::chrono::steady_clock;
   std::optional<ClusterState> local;
@@ -530,35 +493,65 @@ int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream&
   const auto deadline = start + std::chrono::milliseconds(
                                     static_cast<int64_t>(inv.wait_timeout_s * 1000.0));
   auto next_line = start;
-  WaitTally tally;
+  MoveTally tally;
   std::string last_error;
   auto elapsed_s = [&start] {
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   while (true) {
-    Result<MovesView> moves = FetchMoves(*address, std::chrono::seconds(5));
-    Result<ClusterView> view =
-        moves.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
-                   : Result<ClusterView>(moves.status());
+    // The map first: a server the map shows down has its degraded PGs in the moves fetched
+    // after it. (Moves first raced a server being marked down between the two calls: neither
+    // showed its missing positions, and the wait ended while the cluster was degraded.)
+    Result<ClusterView> view = FetchClusterView(*address, std::chrono::seconds(5));
+    Result<MovesView> moves = view.ok() ? FetchMoves(*address, std::chrono::seconds(5))
+                                        : Result<MovesView>(view.status());
     std::string pending;  // why we are not done, "" = done
     int waiting_exit = 0;
     if (!moves.ok() || !view.ok()) {
       last_error = (!moves.ok() ? moves.status() : view.status()).ToString();
       pending = "metadata server: " + last_error;
     } else {
+      std::set<uint32_t> down;  // members the map shows down
+      for (const ServerView& sv : view->servers) {
+        if (!sv.up && sv.state != "removed") down.insert(sv.id.value());
+      }
       std::vector<const MoveView*> mine;
       for (const MoveView& m : moves->moves) {
-        if (repair ? m.kind == "repair" : (m.kind == "rebalance" || m.kind == "drain")) {
+        // A rebalance or drain move off a down server restores a missing position too: the
+        // repair waits for it (a server that came back empty can take them before the repair
+        // delay ends).
+        const bool restores = m.kind == "repair" || down.count(m.from.value()) > 0;
+        if (repair ? restores : (m.kind == "rebalance" || m.kind == "drain")) {
           mine.push_back(&m);
         }
       }
-      tally.Update(mine);
+      std::optional<MovedSoFar> moved;
+      if (!moves->completed_bytes.empty()) {
+        moved = MovedSoFar{};
+        for (const char* kind : repair ? std::vector<const char*>{"repair"}
+                                       : std::vector<const char*>{"rebalance", "drain"}) {
+          moved->bytes += moves->completed_bytes[kind];
+          moved->chunks += moves->completed_chunks[kind];
+        }
+      }
+      tally.Update(mine, view.ok() ? &*view : nullptr,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+                       .count(),
+                   moved);
       if (moves->waiting_for_server) waiting_exit = 3;
       if (!mine.empty()) pending = std::to_string(mine.size()) + " moves left";
       if (repair) {
         for (const DegradedPgView& d : moves->degraded) {
           if (pending.empty()) pending = std::to_string(moves->degraded.size()) +
                                          " degraded PGs (" + d.reason + ")";
+        }
+        // A member that is down and still holds PG positions: its stripes are below k+m until
+        // they moved (whatever the kind of the moves, or before they are planned).
+        for (const ServerView& sv : view->servers) {
+          if (pending.empty() && !sv.up && sv.state != "removed" && sv.pg_positions > 0) {
+            pending = "server " + ServerName(sv.id, &*view) + " is down and holds " +
+                      std::to_string(sv.pg_positions) + " PG positions";
+          }
         }
         // A local data server that is not running but still reported up: the metadata server
         // has not noticed yet (heartbeat timeout), so a repair is still to come.
@@ -597,24 +590,10 @@ int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream&
     const bool timed_out = !done && Clock::now() >= deadline;
     // Progress.
     const double secs = elapsed_s();
-    const double rate = secs > 0.5 ? static_cast<double>(tally.bytes_done) / secs : 0.0;
-    const uint64_t left = tally.bytes_total - std::min(tally.bytes_total, tally.bytes_done);
-    const int64_t eta_ms = rate > 0 ? static_cast<int64_t>(static_cast<double>(left) / rate * 1000)
-                                    : (left == 0 ? 0 : -1);
-    std::string line =
-        FormatMoveProgress(tally.chunks_done, tally.chunks_total, tally.bytes_done,
-                           tally.bytes_total, static_cast<uint64_t>(rate), eta_ms) +
-        "; moves " + std::to_string(tally.finished) + " done, " + std::to_string(tally.running) +
-        " running, " + std::to_string(tally.queued) + " queued";
+    const std::string line = tally.Line();
     if (tty) {
-      const double frac = tally.bytes_total > 0 ? static_cast<double>(tally.bytes_done) /
-                                                      static_cast<double>(tally.bytes_total)
-                                                : (done ? 1.0 : 0.0);
-      const int width = 30;
-      const int fill = static_cast<int>(std::lround(frac * width));
-      out << "\r\033[K" << what << " [" << std::string(static_cast<size_t>(fill), '#')
-          << std::string(static_cast<size_t>(width - fill), '-') << "] "
-          << static_cast<int>(frac * 100) << "% " << line << std::flush;
+      out << "\r\033[K" << what << " " << ProgressBar(done ? 1.0 : tally.Fraction()) << " "
+          << line << std::flush;
     } else if (done || timed_out || waiting_exit || Clock::now() >= next_line) {
       char t[32];
       std::snprintf(t, sizeof(t), "%.1f", secs);
@@ -634,7 +613,7 @@ int RunWait(const Invocation& inv, bool repair, std::ostream& out, std::ostream&
     if (done) {
       if (tty) out << "\n";
       out << "aquifer: no " << (repair ? "repair" : "rebalance or drain") << " move left ("
-          << tally.finished << " finished while waiting, " << HumanBytes(tally.bytes_done)
+          << tally.finished() << " finished while waiting, " << HumanBytes(tally.bytes_done())
           << ")\n";
       return 0;
     }
@@ -654,6 +633,8 @@ int RunFsckCommand(const Invocation& inv, std::ostream& out, std::ostream& err) 
   FsckOptions o;
   o.repair = inv.fsck_repair;
   o.verbose = inv.verbose;
+  o.progress_bar = &out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
+  o.progress_interval_s = o.progress_bar ? 0.2 : inv.wait_interval_s;
   Result<FsckReport> r = RunFsck(*rpc, o, out);
   if (!r.ok()) return Fail(err, r.status());
   return r->clean() ? 0 : 1;
@@ -789,6 +770,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   grow->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   grow->add_option("--bin-dir", f.bin_dir, "directory (or build tree) holding aquifer-data");
   grow->add_option("--timeout-ms", timeout_ms, "how long to wait for them (60000)");
+  grow->add_flag("--wait", inv.follow,
+                 "then follow the rebalance onto them with a progress bar until it is done");
+  grow->add_option("--interval", inv.wait_interval_s,
+                   "with --wait: seconds between progress lines when not on a terminal (5)");
 
   // --meta | --root on a cluster-wide command.
   std::vector<std::pair<CLI::Option*, CLI::Option*>> target_opts;
@@ -811,6 +796,12 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   sdrain->add_option("ID", inv.server_ref, "server id or name (as `aquifer server list` shows)")
       ->required()
       ->check(kServerRefCheck);
+  sdrain->add_flag("--wait", inv.follow,
+                   "then follow the drain with a progress bar until it is done (Ctrl-C stops "
+                   "following, not the drain)");
+  sdrain->add_option("--timeout", inv.wait_timeout_s, "with --wait: give up after S seconds (3600)");
+  sdrain->add_option("--interval", inv.wait_interval_s,
+                     "with --wait: seconds between progress lines when not on a terminal (5)");
   add_target(sdrain);
   CLI::App* sundrain = server->add_subcommand(
       "undrain", "end a drain: server ID takes PG positions again, its drain moves stop");
@@ -851,6 +842,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
       "fsck", "check every file's chunks on the data servers: missing, orphaned, uncommitted");
   fsck->add_flag("--repair", inv.fsck_repair, "delete orphaned chunks");
   fsck->add_flag("--verbose", inv.verbose, "list every finding, not the first 20 of each kind");
+  fsck->add_option("--interval", inv.wait_interval_s,
+                   "seconds between progress lines when not on a terminal (5; 0: none)");
   add_target(fsck);
 
   // meta backup / restore
@@ -1067,7 +1060,8 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       return RunLayoutSet(inv, out, err);
     case Command::kClusterGrow: {
       Status st = GrowCluster(inv.up.root, inv.grow_count, inv.up.bin_dir, inv.up.timeout, out);
-      return st.ok() ? 0 : Fail(err, st);
+      if (!st.ok()) return Fail(err, st);
+      return inv.follow ? RunWait(inv, /*repair=*/false, out, err) : 0;
     }
     case Command::kServerList:
       return RunServerList(inv, out, err);

@@ -71,6 +71,8 @@ struct Invocation {
   bool yes = false;                 // server remove --force --yes: accept making data unreadable
   double wait_timeout_s = 3600;     // repair/rebalance wait --timeout
   double wait_interval_s = 5;       // repair/rebalance wait: seconds between plain lines
+  bool follow = false;              // server drain --wait, cluster grow --wait: then follow the
+                                    // moves as `rebalance wait` does
   bool fsck_repair = false;         // fsck --repair
   bool verbose = false;             // fsck --verbose
   std::string backup_dest;          // meta backup DEST (on the metadata server's host)

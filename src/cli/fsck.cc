@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "cli/move_progress.h"
 #include "cli/status_report.h"
 #include "common/printable.h"
 
@@ -144,9 +146,38 @@ Rule RuleFor(const FsckChunk* placed, const FileInfo& f, uint64_t stripe) {
   return r;
 }
 
+// Findings and the progress bar share the terminal: the bar is drawn without a newline, and
+// the next finding written through this buffer first clears that line.
+class BarClearingBuf : public std::streambuf {
+ public:
+  explicit BarClearingBuf(std::streambuf* to) : to_(to) {}
+  void BarShown() { bar_shown_ = true; }
+  void ClearBar() {
+    if (!bar_shown_) return;
+    bar_shown_ = false;
+    to_->sputn("\r\033[K", 4);
+  }
+
+ protected:
+  int overflow(int c) override {
+    ClearBar();
+    return c == traits_type::eof() ? traits_type::not_eof(c) : to_->sputc(static_cast<char>(c));
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    ClearBar();
+    return to_->sputn(s, n);
+  }
+  int sync() override { return to_->pubsync(); }
+
+ private:
+  std::streambuf* to_;
+  bool bar_shown_ = false;
+};
+
 class Checker {
  public:
-  Checker(FsckRpc& rpc, const FsckOptions& o, std::ostream& out) : rpc_(rpc), o_(o), out_(out) {}
+  Checker(FsckRpc& rpc, const FsckOptions& o, std::ostream& out)
+      : rpc_(rpc), o_(o), raw_(out), clearing_(out.rdbuf()), out_(&clearing_) {}
 
   Result<FsckReport> Run() {
     Result<FsckRestoreFloors> floors = rpc_.RestoreFloors();
@@ -157,7 +188,13 @@ class Checker {
            << floors_.version << ", first inode " << floors_.ino
            << "): chunks written after the backup are orphans\n";
     }
+    if (o_.progress_bar || o_.progress_interval_s > 0) {
+      Result<uint64_t> inodes = rpc_.InodesInUse();
+      if (inodes.ok()) walk_total_ = *inodes;
+      started_ = next_progress_ = Clock::now();
+    }
     AQ_RETURN_IF_ERROR(Walk());
+    Progress(/*end_of_phase=*/true);
     out_ << "namespace: " << r_.directories << " directories, " << r_.files
          << " regular files\n";
     Result<std::vector<FsckServer>> servers = rpc_.Servers();
@@ -179,9 +216,14 @@ class Checker {
       }
       cursors_.emplace_back(rpc_, s.address, o_.page_chunks);
       server_names_.push_back(s.id.ToString() + " (" + s.address + ")");
+      list_chunks_total_ += s.chunk_count;
+      list_bytes_total_ += s.used_bytes;
     }
     r_.servers_listed = cursors_.size();
+    listing_ = true;
+    phase_start_ = Clock::now();
     AQ_RETURN_IF_ERROR(Merge());
+    Progress(/*end_of_phase=*/true);
     for (auto& [ino, f] : files_) CountUnlisted(ino, f, f.EndStripe());
     // The metadata server records what was found lost, so `aquifer status` says so.
     for (const auto& [ino, stripes] : lost_to_report_) {
@@ -215,6 +257,8 @@ class Checker {
                         "reading directory " + (path.empty() ? "/" : path) + ": " +
                             page.status().message());
         }
+        walked_ += page->entries.size();
+        Progress(false);
         for (const FsckDirEntry& e : page->entries) {
           cookie = e.cookie;
           // Names are printed, never used to reach anything: control bytes are shown as \xNN,
@@ -275,8 +319,10 @@ class Checker {
         }
       }
       r_.chunk_versions += group.size();
+      for (const auto& [server, c] : group) listed_bytes_ += c.length;
       ++r_.stripes;
       CheckStripe(ino, stripe, group);
+      if ((r_.stripes & 255) == 0) Progress(false);
     }
   }
 
@@ -605,6 +651,68 @@ class Checker {
     return r;
   }
 
+  using Clock = std::chrono::steady_clock;
+
+  // One progress report (FsckOptions::progress_bar / progress_interval_s), at most every
+  // progress_interval_s; `end_of_phase` always redraws a bar (it ends at its phase's final
+  // figures) and prints a line if one was due.
+  void Progress(bool end_of_phase) {
+    if (!o_.progress_bar && o_.progress_interval_s <= 0) return;
+    const Clock::time_point now = Clock::now();
+    if (!end_of_phase && now < next_progress_) return;
+    if (end_of_phase && !o_.progress_bar && now < next_progress_) return;
+    next_progress_ = now + std::chrono::microseconds(
+                               static_cast<int64_t>(o_.progress_interval_s * 1e6));
+    const double secs =
+        std::max(1e-3, std::chrono::duration<double>(now - (listing_ ? phase_start_ : started_))
+                           .count());
+    std::string line;
+    double fraction = 0;
+    if (!listing_) {
+      // The walk: entries read against the inodes in use (hard links count once there, each
+      // name once here; the root is not listed).
+      const uint64_t total = std::max(walk_total_, walked_);
+      const double rate = static_cast<double>(walked_) / secs;
+      const int64_t eta =
+          rate > 0 ? static_cast<int64_t>(static_cast<double>(total - walked_) / rate * 1000)
+                   : -1;
+      fraction = total > 0 ? static_cast<double>(walked_) / static_cast<double>(total) : 1.0;
+      line = "walking the namespace: " + std::to_string(walked_) + "/" +
+             (walk_total_ > 0 ? "~" + std::to_string(total) : std::string("?")) + " names, " +
+             std::to_string(static_cast<uint64_t>(rate)) + "/s, eta " +
+             (end_of_phase ? std::string("0 s") : HumanDuration(walk_total_ > 0 ? eta : -1));
+    } else {
+      // The listing: chunk versions and bytes against the servers' last reported counts.
+      const uint64_t total = std::max(list_bytes_total_, listed_bytes_);
+      const double rate = static_cast<double>(listed_bytes_) / secs;
+      const int64_t eta =
+          rate > 0 ? static_cast<int64_t>(static_cast<double>(total - listed_bytes_) / rate *
+                                          1000)
+                   : -1;
+      fraction =
+          total > 0 ? static_cast<double>(listed_bytes_) / static_cast<double>(total) : 1.0;
+      line = "listing chunks: " + std::to_string(r_.chunk_versions) + "/~" +
+             std::to_string(std::max(list_chunks_total_, r_.chunk_versions)) + " versions, " +
+             HumanBytes(listed_bytes_) + "/~" + HumanBytes(total) + ", " +
+             HumanBytes(static_cast<uint64_t>(rate)) + "/s, eta " +
+             (end_of_phase ? std::string("0 s") : HumanDuration(eta));
+    }
+    if (end_of_phase) fraction = 1.0;
+    out_.flush();
+    if (o_.progress_bar) {
+      clearing_.ClearBar();
+      raw_ << "fsck " << ProgressBar(fraction) << " " << line;
+      if (end_of_phase) {
+        raw_ << "\n";
+      } else {
+        clearing_.BarShown();
+      }
+      raw_.flush();
+    } else {
+      raw_ << "fsck: " << line << "\n" << std::flush;
+    }
+  }
+
   void Summary() {
     auto more = [this](size_t printed, const char* what) {
       if (!o_.verbose && printed > o_.max_listed) {
@@ -650,8 +758,17 @@ class Checker {
 
   FsckRpc& rpc_;
   const FsckOptions& o_;
-  std::ostream& out_;
+  std::ostream& raw_;          // the caller's stream (the bar)
+  BarClearingBuf clearing_;    // over raw_'s buffer
+  std::ostream out_;           // findings and the summary, through clearing_
   FsckReport r_;
+  // Progress.
+  Clock::time_point started_, phase_start_, next_progress_;
+  bool listing_ = false;          // the walk is done, the chunk listing runs
+  uint64_t walk_total_ = 0;       // inodes in use (0: unknown)
+  uint64_t walked_ = 0;           // names read
+  uint64_t list_chunks_total_ = 0, list_bytes_total_ = 0;  // the listed servers' last reports
+  uint64_t listed_bytes_ = 0;
   std::unordered_map<uint64_t, FileInfo> files_;
   std::vector<Cursor> cursors_;
   std::vector<std::string> server_names_;

@@ -45,6 +45,13 @@ struct FsckOptions {
   uint32_t page_chunks = 10000;  // ListChunks page
   size_t max_listed = 20;        // findings printed per kind (all are counted)
   bool verbose = false;          // print every finding
+  // Progress while it runs, on the report's stream: the walk's inodes against the inodes in
+  // use (StatFs), then the chunk versions and bytes listed against what the servers' last
+  // heartbeats reported, with rate and ETA, at most every `progress_interval_s` (> 0).
+  // `progress_bar`: one bar redrawn in place (a terminal; a finding clears it first);
+  // otherwise one line each time. Interval 0: no progress output.
+  bool progress_bar = false;
+  double progress_interval_s = 0;
 };
 
 struct FsckReport {

@@ -95,6 +95,13 @@ metrics::Collector RegisterMetaMetrics(MetadataService* service) {
     out.push_back(Counter("aquifer_meta_move_tasks_completed_total",
                           "move tasks finished since the metadata server started",
                           {{{}, static_cast<double>(moves.moves_completed)}}));
+    std::vector<Sample> moved;
+    for (MoveKind k : {MoveKind::kRepair, MoveKind::kDrain, MoveKind::kRebalance}) {
+      moved.push_back({{{"kind", MoveKindName(k)}},
+                       static_cast<double>(moves.completed_bytes[static_cast<size_t>(k)])});
+    }
+    out.push_back(Counter("aquifer_meta_moved_bytes_total",
+                          "bytes the finished move tasks copied or rebuilt, by kind", moved));
     // Every reason is always listed (0 when none), so the series do not come and go.
     std::map<std::string, double> degraded_by_reason = {
         {"repairing", 0}, {"repair pending", 0}, {"waiting for a server", 0}};

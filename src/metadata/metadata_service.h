@@ -274,6 +274,9 @@ struct MovesReport {
   uint64_t lost_stripes = 0;        // recorded lost (ReportLost), over lost_files files
   uint64_t lost_files = 0;
   uint64_t degraded_stripes = 0;    // written below k + m, backfill pending (persisted)
+  // Bytes and chunks the finished tasks moved since this metadata server started (their
+  // destinations' last reports), indexed by MoveKind.
+  std::array<uint64_t, 3> completed_bytes{}, completed_chunks{};
 };
 
 // Runtime knobs for moves; zero / nullopt keeps the current value.
@@ -767,6 +770,7 @@ class MetadataService {
   bool rebalance_paused_ = false;
   bool rebalance_wanted_ = false;
   uint64_t moves_completed_ = 0;
+  std::array<uint64_t, 3> moved_bytes_{}, moved_chunks_{};  // by MoveKind, finished tasks
   std::set<PgPos> waiting_;  // positions that need a move but have no spare failure domain
 
   std::mutex cache_mu_;  // guards the caches and cache_counts_

@@ -215,6 +215,8 @@ void MetadataService::CompleteMove(MoveBatch& mb, uint64_t id, int64_t now) {
   mb.dirty_tables.insert(task.pg_width);
   mb.batch.DeleteMoveTask(id);
   move_at_.erase(PgPos{task.pg_width, task.pg_index, task.position});
+  moved_bytes_[static_cast<size_t>(task.kind)] += it->second.progress.bytes_done;
+  moved_chunks_[static_cast<size_t>(task.kind)] += it->second.progress.chunks_done;
   moves_.erase(it);
   moves_completed_++;
   mb.completed_by_kind[static_cast<size_t>(task.kind)]++;
@@ -580,6 +582,8 @@ MovesReport MetadataService::GetMoves() {
   r.move_rate_bytes_per_s = uint64_t{move_rate_mib_} * kMiB;
   r.rebalance_paused = rebalance_paused_;
   r.moves_completed = moves_completed_;
+  r.completed_bytes = moved_bytes_;
+  r.completed_chunks = moved_chunks_;
   for (const auto& [id, m] : moves_) {
     MoveInfo info;
     info.task = m.task;

@@ -111,10 +111,12 @@ class FakeRpc : public FsckRpc {
     return version_ranges;
   }
   Result<FsckRestoreFloors> RestoreFloors() override { return floors; }
+  Result<uint64_t> InodesInUse() override { return inodes_in_use; }
 
   std::vector<uint64_t> min_versions;  // of each delete, in order
   bool version_ranges = true;          // what every server's Info says
   FsckRestoreFloors floors;            // the metadata server's (0: never restored)
+  uint64_t inodes_in_use = 0;          // StatFs's files
 };
 
 // Gives file `ino` a stripe map (known) with `extents`.
@@ -359,6 +361,67 @@ TEST(FsckTest, WithoutARestoreVersionsAboveTheCommittedOneAreOnlyWarnings) {
   EXPECT_EQ(r.uncommitted_versions, 3u) << text;
   EXPECT_TRUE(rpc.deletes.empty()) << text;
   EXPECT_EQ(text.find("restored"), std::string::npos) << text;
+}
+
+// Progress lines give the walk's names against the inodes in use and the listing's chunk
+// versions and bytes against what the servers reported, and end at the final figures.
+TEST(FsckTest, ProgressLinesCountAgainstTheReportedTotals) {
+  FakeRpc rpc;
+  for (uint64_t ino = 10; ino < 14; ++ino) {
+    rpc.AddFile(ino, 100, 1);
+    rpc.AddStripe(ino, 0, 1, 100, {0, 1, 2});
+  }
+  rpc.inodes_in_use = 5;  // the root and 4 files
+  for (FsckServer& s : rpc.servers) {
+    s.chunk_count = 4;
+    s.used_bytes = 400;
+  }
+  std::ostringstream out;
+  FsckOptions o;
+  o.page_chunks = 1;
+  o.progress_interval_s = 1e-9;  // every chance to report
+  Result<FsckReport> r = RunFsck(rpc, o, out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string text = out.str();
+  EXPECT_TRUE(r->clean()) << text;
+  EXPECT_NE(text.find("fsck: walking the namespace: 2/~5 names"), std::string::npos) << text;
+  EXPECT_NE(text.find("fsck: walking the namespace: 4/~5 names"), std::string::npos) << text;
+  EXPECT_NE(text.find("fsck: listing chunks: 12/~12 versions, 1.2 KiB/~1.2 KiB"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("\r"), std::string::npos) << "no bar unless asked";
+}
+
+// On a terminal the bar is redrawn in place; a finding printed after it first clears its line,
+// so findings never start in the middle of a bar.
+TEST(FsckTest, AFindingPrintedAfterTheProgressBarClearsItsLineFirst) {
+  FakeRpc rpc;
+  for (uint64_t ino = 10; ino < 10 + 300; ++ino) {
+    rpc.AddFile(ino, 100, 1);
+    // The last file misses two of its three copies: a finding after the bar at stripe 256.
+    rpc.AddStripe(ino, 0, 1, 100, ino == 309 ? std::vector<uint32_t>{0} : std::vector<uint32_t>{0, 1, 2});
+  }
+  std::ostringstream out;
+  FsckOptions o;
+  o.progress_bar = true;
+  o.progress_interval_s = 1e-9;
+  Result<FsckReport> r = RunFsck(rpc, o, out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string text = out.str();
+  EXPECT_EQ(r->missing_stripes, 1u) << text;
+  const size_t finding = text.find("MISSING");
+  ASSERT_NE(finding, std::string::npos) << text;
+  const size_t clear = text.rfind("\r\033[K", finding);
+  ASSERT_NE(clear, std::string::npos) << text;
+  const std::string before = text.substr(clear + 4, finding - clear - 4);
+  EXPECT_EQ(before.find_first_of("\n#%"), std::string::npos)
+      << "the finding does not start its own line: " << before;
+  const size_t line_start = text.rfind('\n', clear) + 1;
+  EXPECT_NE(text.substr(line_start, clear - line_start).find("fsck [#"), std::string::npos)
+      << "no bar was drawn before the finding";
+  EXPECT_NE(text.find("fsck [##############################] 100% listing chunks"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -82,9 +82,13 @@ repair)
   ;;
 scale)
   echo "== cluster grow --data-servers 2"
-  "$AQ" cluster grow --root "$ROOT" --data-servers 2 --bin-dir "$BUILD" --timeout-ms 30000
+  # --wait follows the rebalance onto the new servers: progress lines (not a terminal) with
+  # figures from the first one, then "no ... move left".
+  timeout 150 "$AQ" cluster grow --root "$ROOT" --data-servers 2 --bin-dir "$BUILD" \
+    --timeout-ms 30000 --wait --interval 1 | tee "$ROOT/grow.txt" || fail "cluster grow --wait"
   [ "$(json "len(s['data_servers'])")" = 9 ] || fail "cluster.json does not list 9 servers"
-  timeout 110 "$AQ" rebalance wait --root "$ROOT" --timeout 90 --interval 5 || fail "rebalance wait"
+  grep -q "^rebalance wait .* s: chunks [0-9]*/~*[0-9]*, " "$ROOT/grow.txt" || fail "grow --wait printed no progress line"
+  grep -q "aquifer: no rebalance or drain move left" "$ROOT/grow.txt" || fail "grow --wait did not finish"
   "$AQ" status --root "$ROOT" | tee "$ROOT/status.txt"
   for i in 8 9; do
     pgs=$("$AQ" server list --root "$ROOT" | awk -v d="ds$i" '$3 == d {print $6}')
@@ -102,9 +106,9 @@ scale)
   "$AQ" server undrain ds9 --root "$ROOT" | tee "$ROOT/undrain.txt"
   grep -q "is no longer draining" "$ROOT/undrain.txt" || fail "undrain said: $(cat "$ROOT/undrain.txt")"
   "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d {print $5}' | grep -qx in || fail "ds9 still draining after undrain"
-  "$AQ" server drain "$ID9" --root "$ROOT"
-  "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q draining || fail "ds9 not draining"
-  timeout 110 "$AQ" rebalance wait --root "$ROOT" --timeout 90 --interval 5 || fail "rebalance wait (drain)"
+  timeout 110 "$AQ" server drain "$ID9" --root "$ROOT" --wait --timeout 90 --interval 1 | tee "$ROOT/drain.txt" || fail "server drain --wait"
+  grep -q "aquifer: no rebalance or drain move left" "$ROOT/drain.txt" || fail "drain --wait did not finish"
+  "$AQ" server list --root "$ROOT" | awk -v d=ds9 '$3 == d {print $6}' | grep -qx 0 || fail "ds9 holds PG positions after drain --wait"
   "$AQ" server remove "$ID9" --root "$ROOT" || fail "remove of a drained server failed"
   "$AQ" server list --all --root "$ROOT" | awk -v d=ds9 '$3 == d' | grep -q removed || fail "ds9 not removed"
   # Removed servers are hidden unless asked for.
@@ -114,7 +118,9 @@ scale)
   "$AQ" fsck --root "$ROOT" || fail "fsck not clean after scale-out and drain"
   ;;
 fsck)
-  "$AQ" fsck --root "$ROOT" | tee "$ROOT/fsck.txt" || fail "fsck not clean on a healthy cluster"
+  "$AQ" fsck --root "$ROOT" --interval 0.000001 | tee "$ROOT/fsck.txt" || fail "fsck not clean on a healthy cluster"
+  grep -q "^fsck: walking the namespace: [0-9]*/~[0-9]* names" "$ROOT/fsck.txt" || fail "fsck printed no walk progress"
+  grep -q "^fsck: listing chunks: [0-9]*/~[0-9]* versions" "$ROOT/fsck.txt" || fail "fsck printed no listing progress"
   grep -q "4 regular files" "$ROOT/fsck.txt" || fail "fsck did not walk the 4 files"
   ADDR=$(json "s['data_servers'][0]['address']")
   "$TOOL" "$ADDR" 987654321 0 0 1 4096

@@ -53,8 +53,8 @@ class GrpcFsckRpc final : public FsckRpc {
     AQ_RETURN_IF_ERROR(GetClusterMap(&resp));
     std::vector<FsckServer> out;
     for (const auto& s : resp.servers()) {
-      out.push_back(
-          FsckServer{ServerId(s.id()), s.address(), s.up(), s.state(), s.pg_positions()});
+      out.push_back(FsckServer{ServerId(s.id()), s.address(), s.up(), s.state(),
+                               s.pg_positions(), s.chunk_count(), s.used_bytes()});
     }
     return out;
   }
@@ -143,6 +143,16 @@ class GrpcFsckRpc final : public FsckRpc {
       page.chunks.push_back(f);
     }
     return page;
+  }
+
+  Result<uint64_t> InodesInUse() override {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    aquifer::rpc::StatFsRequest req;
+    aquifer::rpc::StatFsResponse resp;
+    grpc::Status st = meta_->StatFs(&ctx, req, &resp);
+    AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "StatFs", meta_address_));
+    return resp.files();
   }
 
   Result<FsckRestoreFloors> RestoreFloors() override {

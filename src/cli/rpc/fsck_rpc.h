@@ -73,6 +73,8 @@ struct FsckServer {
   bool up = false;
   std::string state;  // "in" | "draining" | "removed"
   uint32_t pg_positions = 0;  // PG positions it is the target of
+  uint64_t chunk_count = 0;   // chunk versions it holds, as its last heartbeat said (progress)
+  uint64_t used_bytes = 0;
 };
 
 // Set when the namespace was restored from a backup (GetClusterMap; docs/design.md "A second
@@ -110,6 +112,8 @@ class FsckRpc {
     (void)address;
     return true;
   }
+  // Inodes in use (StatFs), the walk's expected total for progress. Default: 0, unknown (fakes).
+  virtual Result<uint64_t> InodesInUse() { return uint64_t{0}; }
   // The metadata server's restore floors. Default: never restored (fakes).
   virtual Result<FsckRestoreFloors> RestoreFloors() { return FsckRestoreFloors{}; }
   // ReportLost on the metadata server: stripes of `ino` found lost (at most 1024), so that

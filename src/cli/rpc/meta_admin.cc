@@ -130,6 +130,13 @@ Result<MovesView> FetchMoves(const std::string& address, std::chrono::millisecon
   v.move_rate_bytes_per_s = s.move_rate_bytes_per_s();
   v.rebalance_paused = s.rebalance_paused();
   v.moves_completed = s.moves_completed();
+  static const char* const kKinds[] = {"repair", "drain", "rebalance"};  // MoveKind order
+  for (int i = 0; i < s.completed_bytes_size() && i < 3; ++i) {
+    v.completed_bytes[kKinds[i]] = s.completed_bytes(i);
+  }
+  for (int i = 0; i < s.completed_chunks_size() && i < 3; ++i) {
+    v.completed_chunks[kKinds[i]] = s.completed_chunks(i);
+  }
   v.lost_stripes = s.lost_stripes();
   v.lost_files = s.lost_files();
   v.degraded_stripes = s.degraded_stripes();

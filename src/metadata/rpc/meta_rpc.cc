@@ -877,6 +877,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     sum->set_move_rate_bytes_per_s(r.move_rate_bytes_per_s);
     sum->set_rebalance_paused(r.rebalance_paused);
     sum->set_moves_completed(r.moves_completed);
+    for (uint64_t b : r.completed_bytes) sum->add_completed_bytes(b);
+    for (uint64_t c : r.completed_chunks) sum->add_completed_chunks(c);
     sum->set_lost_stripes(r.lost_stripes);
     sum->set_lost_files(r.lost_files);
     sum->set_degraded_stripes(r.degraded_stripes);
