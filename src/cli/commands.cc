@@ -159,6 +159,25 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
     return 0;
   }
   out << inv.path << ": " << **v << "\n";
+  // A regular file: how its stripes are stored and on which servers.
+  struct stat st {};
+  if (::stat(inv.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  Result<std::optional<std::string>> placement = GetXattrText(inv.path, kPlacementXattr);
+  Result<LayoutSpec> layout = ParseLayoutSpec({**v});
+  if (!placement.ok() || !placement->has_value() || !layout.ok() || !layout->k || !layout->m ||
+      !layout->unit_bytes) {
+    err << "aquifer: where the stripes sit is not known (" << kPlacementXattr << ": "
+        << (!placement.ok() ? placement.status().ToString() : "not given") << ")\n";
+    return 0;
+  }
+  Result<FilePlacement> p = ParsePlacement(**placement);
+  if (!p.ok()) return Fail(err, p.status());
+  Result<std::string> address = MetaAddressOfPath(inv.path);
+  Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
+                                          : Result<ClusterView>(address.status());
+  out << DescribePlacement(static_cast<uint64_t>(st.st_size), *layout, *p,
+                           view.ok() ? &*view : nullptr);
+  if (!view.ok()) err << "aquifer: server names not shown: " << view.status().ToString() << "\n";
   return 0;
 }
 

@@ -2,8 +2,15 @@
 
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <set>
+#include <sstream>
+
+#include "cli/status_report.h"
+#include "common/printable.h"
 
 namespace aquifer::cli {
 
@@ -130,10 +137,98 @@ std::string FormatLayout(const LayoutSpec& spec) {
   return out;
 }
 
+Result<FilePlacement> ParsePlacement(std::string_view text) {
+  FilePlacement p;
+  std::set<std::string> seen;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    size_t end = text.find(' ', i);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view token = text.substr(i, end - i);
+    i = end;
+    if (token.empty()) continue;
+    const size_t eq = token.find('=');
+    const std::string key(token.substr(0, eq == std::string_view::npos ? 0 : eq));
+    uint32_t value = 0;
+    const std::string_view digits =
+        eq == std::string_view::npos ? std::string_view() : token.substr(eq + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (eq == std::string_view::npos || digits.empty() || ec != std::errc() ||
+        ptr != digits.data() + digits.size()) {
+      return InvalidArgument("placement: bad token '" + Printable(token) + "'");
+    }
+    if (key == "pg_width") {
+      p.pg_width = value;
+    } else if (key == "pg_start") {
+      p.pg_start = value;
+    } else if (key == "pg_count") {
+      p.pg_count = value;
+    } else {
+      continue;  // a later server may say more
+    }
+    seen.insert(key);
+  }
+  if (seen.size() != 3) return InvalidArgument("placement: pg_width, pg_start and pg_count needed");
+  if (p.pg_count == 0 || p.pg_start >= p.pg_count || p.pg_width == 0) {
+    return InvalidArgument("placement: out of range: " + Printable(text));
+  }
+  return p;
+}
+
+std::string DescribePlacement(uint64_t size, const LayoutSpec& layout, const FilePlacement& p,
+                              const ClusterView* view, size_t max_stripes) {
+  const uint64_t k = *layout.k, m = *layout.m, unit = *layout.unit_bytes;
+  const uint64_t stripe_bytes = k * unit;
+  std::ostringstream o;
+  if (size == 0) {
+    o << "  empty: no chunks\n";
+    return o.str();
+  }
+  const uint64_t stripes = (size + stripe_bytes - 1) / stripe_bytes;
+  o << "  " << HumanBytes(size) << " in " << stripes << (stripes == 1 ? " stripe" : " stripes")
+    << " of up to " << HumanBytes(stripe_bytes) << " (PG width " << p.pg_width
+    << ", first PG " << p.pg_start << " of " << p.pg_count << ")\n";
+  // The PGs of this width, in table order.
+  std::vector<const PgView*> table;
+  if (view != nullptr) {
+    for (const PgView& pg : view->pgs) {
+      if (pg.width == p.pg_width) table.push_back(&pg);
+    }
+  }
+  auto servers = [&](uint32_t pg_index, uint64_t positions) {
+    std::string s;
+    if (pg_index >= table.size()) return std::string("(PG table not available)");
+    const PgView& pg = *table[pg_index];
+    for (uint64_t i = 0; i < positions && i < pg.targets.size(); ++i) {
+      s += (s.empty() ? "" : " ") + ServerName(ServerId(pg.targets[i]), view);
+    }
+    return s;
+  };
+  for (uint64_t s = 0; s < stripes && s < max_stripes; ++s) {
+    const uint64_t len = std::min(stripe_bytes, size - s * stripe_bytes);
+    const uint32_t pg_index = static_cast<uint32_t>((p.pg_start + s) % p.pg_count);
+    o << "  stripe " << s << " (PG " << p.pg_width << "/" << pg_index << "): ";
+    if (len < unit) {
+      o << m + 1 << " copies of " << HumanBytes(len) << " on " << servers(pg_index, m + 1);
+    } else {
+      o << "erasure coded " << k << "+" << m << ", " << HumanBytes(len) << " in chunks of "
+        << HumanBytes(unit) << " on " << servers(pg_index, k + m) << " (data, then parity)";
+    }
+    o << "\n";
+  }
+  if (stripes > max_stripes) o << "  ... " << stripes - max_stripes << " more stripes\n";
+  return o.str();
+}
+
 Result<std::optional<std::string>> GetLayoutXattr(const std::string& path) {
+  return GetXattrText(path, kLayoutXattr);
+}
+
+Result<std::optional<std::string>> GetXattrText(const std::string& path, const char* name) {
   std::string buf(256, '\0');
   while (true) {
-    ssize_t n = ::getxattr(path.c_str(), kLayoutXattr, buf.data(), buf.size());
+    ssize_t n = ::getxattr(path.c_str(), name, buf.data(), buf.size());
     if (n >= 0) {
       buf.resize(static_cast<size_t>(n));
       while (!buf.empty() && (buf.back() == '\0' || buf.back() == '\n')) buf.pop_back();
@@ -144,7 +239,7 @@ Result<std::optional<std::string>> GetLayoutXattr(const std::string& path) {
       buf.resize(buf.size() * 4);
       continue;
     }
-    return Errno(errno, "getxattr aquifer.layout of", path);
+    return Errno(errno, std::string("getxattr ") + name + " of", path);
   }
 }
 

@@ -15,10 +15,14 @@
 #include <vector>
 
 #include "aquifer/status.h"
+#include "cli/cluster_view.h"
 
 namespace aquifer::cli {
 
 inline constexpr char kLayoutXattr[] = "aquifer.layout";
+// Read-only, regular files: "pg_width=6 pg_start=17 pg_count=64" (docs/design.md "Layout and
+// placement": stripe s is on PG (pg_start + s) % pg_count of the width's PG table).
+inline constexpr char kPlacementXattr[] = "aquifer.placement";
 
 // A layout as the user wrote it: each field optional.
 struct LayoutSpec {
@@ -38,6 +42,29 @@ Result<LayoutSpec> CompleteLayout(const LayoutSpec& spec, const std::optional<La
 
 // "k=4 m=2 unit=1048576" (only the fields present).
 std::string FormatLayout(const LayoutSpec& spec);
+
+// Where a file's stripes go, as aquifer.placement gives it.
+struct FilePlacement {
+  uint32_t pg_width = 0;
+  uint32_t pg_start = 0;
+  uint32_t pg_count = 0;
+};
+// Parses "pg_width=6 pg_start=17 pg_count=64". Errors: kInvalidArgument (a key missing or not a
+// number, pg_count 0, pg_start >= pg_count).
+Result<FilePlacement> ParsePlacement(std::string_view text);
+
+// How the stripes of a file of `size` bytes with `layout` (k, m, unit all set) are stored, one
+// line each (at most `max_stripes`, then "... N more"): erasure coded (k data chunks and m
+// parity) or, for a stripe holding less than one unit, m+1 copies; the bytes a chunk holds; and
+// the servers of its PG in position order, named as `view` names them (PG indexes only when
+// `view` is nullptr or lacks the table). Stripes never written are holes with no chunks; this
+// goes by size alone and lists them as the rule would store them. Pure.
+std::string DescribePlacement(uint64_t size, const LayoutSpec& layout, const FilePlacement& p,
+                              const ClusterView* view, size_t max_stripes = 8);
+
+// getxattr(path, name) as text (trailing NULs and newlines dropped); std::nullopt on ENODATA.
+// Errors as GetLayoutXattr.
+Result<std::optional<std::string>> GetXattrText(const std::string& path, const char* name);
 
 // getxattr(path, "aquifer.layout"). Returns the value as text, or std::nullopt when the path
 // has none (ENODATA). Errors: kNotFound (no such path), kNotSupported (not on an Aquifer mount),

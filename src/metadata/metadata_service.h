@@ -305,6 +305,9 @@ struct RequestTag {
 
 // Name of the virtual xattr that shows and sets layouts.
 inline constexpr const char* kLayoutXattr = "aquifer.layout";
+// Read-only, regular files: where the file's stripes go, "pg_width=6 pg_start=17 pg_count=64"
+// (stripe s on PG (pg_start + s) % pg_count of the width's table). Never listed.
+inline constexpr const char* kPlacementXattr = "aquifer.placement";
 
 class MetadataService {
  public:

@@ -735,6 +735,11 @@ Result<std::string> MetadataService::GetXattr(InodeId ino, std::string_view name
     if (n->is_reg()) return LayoutText(n->layout);
     return Status(Code::kNoData, "no layout on this file type");
   }
+  if (name == kPlacementXattr) {
+    if (!n->is_reg() || n->layout.empty()) return Status(Code::kNoData, "no placement");
+    return fmt::format("pg_width={} pg_start={} pg_count={}", n->layout.k + n->layout.m,
+                       n->layout.pg_start, n->layout.pg_count);
+  }
   auto ns = XattrNamespace(name);
   if (!ns.ok()) return ns.status();
   if (*ns == XattrNs::kUser) AQ_RETURN_IF_ERROR(CheckAccess(*n, caller, R_OK));
@@ -761,6 +766,9 @@ Status MetadataService::SetXattr(InodeId ino, std::string_view name, std::string
   if (name == kLayoutXattr) {
     AQ_RETURN_IF_ERROR(SetLayoutXattr(txn, n, value, caller));
     return Apply(txn, false);
+  }
+  if (name == kPlacementXattr) {
+    return Status(Code::kNotPermitted, "aquifer.placement is read-only (set aquifer.layout)");
   }
   auto ns = XattrNamespace(name);
   if (!ns.ok()) return ns.status();

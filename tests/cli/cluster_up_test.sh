@@ -106,6 +106,27 @@ cp "$ROOT/blob" "$MNT/narrow/blob"
 cmp "$ROOT/blob" "$MNT/narrow/blob" || fail "read back of a k=3 m=1 file differs"
 if "$AQ" layout set "$MNT/narrow/blob" k=4 m=2 unit=1M 2>/dev/null; then fail "layout set on a non-empty file succeeded"; fi
 if "$AQ" layout set "$MNT/narrow" k=0 2>/dev/null; then fail "layout set k=0 succeeded"; fi
+echo "== layout get of a file says how each stripe is stored and on which servers"
+head -c 300000 /dev/urandom > "$MNT/narrow/two-stripes"   # 3x64K stripes: 196608 + 103392
+"$AQ" layout get "$MNT/narrow/two-stripes" | tee "$ROOT/lget.txt"
+grep -q "^  stripe 0 (PG 4/[0-9]*): erasure coded 3+1, 192.0 KiB in chunks of 64.0 KiB on [0-9]*(ds[1-6]) [0-9]*(ds[1-6]) [0-9]*(ds[1-6]) [0-9]*(ds[1-6]) (data, then parity)" "$ROOT/lget.txt" \
+  || fail "layout get does not show stripe 0 as erasure coded on 4 servers"
+grep -q "^  stripe 1 (PG 4/[0-9]*): erasure coded 3+1, 101.0 KiB" "$ROOT/lget.txt" || fail "layout get: stripe 1"
+echo small > "$MNT/small"
+"$AQ" layout get "$MNT/small" | tee "$ROOT/lget2.txt"
+grep -q "^  stripe 0 (PG 6/[0-9]*): 3 copies of 6 B on [0-9]*(ds[1-6]) [0-9]*(ds[1-6]) [0-9]*(ds[1-6])$" "$ROOT/lget2.txt" \
+  || fail "layout get does not show a small file as 3 copies"
+# The placement is read-only and never listed (cp -a and rsync -X must not carry it).
+/usr/bin/python3 - "$MNT/small" <<'PY' || fail "aquifer.placement is writable or an aquifer.* name is listed"
+import errno, os, sys
+try:
+    os.setxattr(sys.argv[1], "aquifer.placement", b"pg_width=6 pg_start=0 pg_count=1")
+    sys.exit("setxattr aquifer.placement succeeded")
+except OSError as e:
+    assert e.errno == errno.EPERM, e
+assert not [n for n in os.listxattr(sys.argv[1]) if n.startswith("aquifer.")], os.listxattr(sys.argv[1])
+assert os.getxattr(sys.argv[1], "aquifer.placement").startswith(b"pg_width=6 ")
+PY
 echo "== layouts that no create could use are refused when set (6 failure domains, m >= 1)"
 if "$AQ" layout set "$MNT/narrow" k=5 m=2 2>"$ROOT/err.txt"; then fail "layout k=5 m=2 on 6 failure domains accepted"; fi
 grep -q "k+m=7 needs 7 data servers in distinct failure domains, the cluster has 6" "$ROOT/err.txt" ||
