@@ -227,8 +227,22 @@ void Client::Impl::RenewSession(SessionId lost) {
 }
 
 Attributes Client::Impl::Overlay(Attributes attr) {
-  const Attributes committed = attr;  // read views take what the metadata server said
   std::lock_guard lock(registry_->mu);
+  auto recent = registry_->recent_commits.find(attr.inode);
+  if (recent != registry_->recent_commits.end() && attr.mode != 0 && S_ISREG(attr.mode) &&
+      attr.data_version < recent->second.attr.data_version) {
+    // The reply predates this client's own commit (see Registry::recent_commits).
+    const Attributes& c = recent->second.attr;
+    attr.size_bytes = c.size_bytes;
+    attr.blocks = c.blocks;
+    attr.mtime = c.mtime;
+    attr.ctime = c.ctime;
+    attr.data_version = c.data_version;
+    attr.stripes = c.stripes;
+    attr.truncate_floor = c.truncate_floor;
+    attr.abandoned_versions = c.abandoned_versions;
+  }
+  const Attributes committed = attr;  // read views take what the metadata server said
   auto [begin, end] = registry_->files.equal_range(attr.inode);
   for (auto it = begin; it != end; ++it) {
     OpenFile* f = it->second;

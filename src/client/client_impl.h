@@ -97,6 +97,17 @@ struct Registry {
   std::atomic<uint64_t> dirty_bytes{0};
   ReplacedViews replaced;
   std::chrono::milliseconds replaced_view_keep{0};  // ClientOptions::replaced_view_keep
+  // This client's last commit of each inode (the reply's attributes), kept 10 s (at most 4,096):
+  // a lookup, listing or getattr reply the metadata server made before that commit carries an
+  // older data_version, and Client::Impl::Overlay gives it the committed size and times. Such a
+  // reply was asked while the file was being written and answered after its close's commit
+  // cleared `dirty`; the kernel took its size (0) for the file's although the write had moved
+  // past it, and stat on the writer's own mount said 0 after close (the storm test).
+  struct Committed {
+    Attributes attr;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::unordered_map<InodeId, Committed> recent_commits;
 };
 
 }  // namespace aquifer

@@ -389,6 +389,19 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
   f.committed_abandoned = OpenFile::AbandonedOf(reply->attr);
   f.truncate_floor = reply->attr.truncate_floor;
   f.SetView(reply->attr);  // the committed size and version: f.size, f.committed_version
+  {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(registry_->mu);
+    auto& recent = registry_->recent_commits;
+    if (recent.size() >= 4096) {
+      std::erase_if(recent, [now](const auto& kv) {
+        return now - kv.second.at > std::chrono::seconds(10);
+      });
+      if (recent.size() >= 4096) recent.clear();
+    }
+    Registry::Committed& c = recent[f.inode];
+    if (reply->attr.data_version >= c.attr.data_version) c = Registry::Committed{reply->attr, now};
+  }
   if (committed != nullptr) *committed = reply->attr;
   return OkStatus();
 }

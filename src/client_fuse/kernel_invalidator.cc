@@ -1,13 +1,22 @@
 #include "client_fuse/kernel_invalidator.h"
 
 #include <cerrno>
+#include <iterator>
 
 #include "common/logging.h"
 
 namespace aquifer::fuse {
 
-KernelInvalidator::KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound)
-    : session_(session), bound_(bound), thread_([this] { Loop(); }) {}
+namespace {
+constexpr std::chrono::seconds kKeepFor(2);
+constexpr size_t kKeepAtMost = 4096;
+}  // namespace
+
+KernelInvalidator::KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound,
+                                     std::function<bool(uint64_t)> kernel_has)
+    : session_(session), bound_(bound), kernel_has_(std::move(kernel_has)) {
+  for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { Loop(lane); });
+}
 
 KernelInvalidator::~KernelInvalidator() { Stop(); }
 
@@ -17,49 +26,109 @@ void KernelInvalidator::Stop() {
     if (stop_) return;
     stop_ = true;
   }
-  work_cv_.notify_all();
-  sent_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (Lane& lane : lanes_) {
+    lane.work_cv.notify_all();
+    lane.sent_cv.notify_all();
+  }
+  for (Lane& lane : lanes_) {
+    if (lane.thread.joinable()) lane.thread.join();
+  }
 }
 
-void KernelInvalidator::Attrs(InodeId inode) { Queue(Item{false, inode.value(), {}}); }
-
-void KernelInvalidator::Name(InodeId parent, const std::string& name) {
-  Queue(Item{true, parent.value(), name});
+void KernelInvalidator::Attrs(InodeId inode, uint64_t epoch) {
+  Queue(Item{false, inode.value(), {}}, epoch);
 }
 
-void KernelInvalidator::Queue(Item item) {
+void KernelInvalidator::Name(InodeId parent, const std::string& name, uint64_t epoch) {
+  Queue(Item{true, parent.value(), name}, epoch);
+}
+
+void KernelInvalidator::ResendLocked(const Item& item, Clock::time_point now) {
+  Lane& lane = LaneOf(item);
+  for (const auto delay : {std::chrono::milliseconds(5), std::chrono::milliseconds(50)}) {
+    Delayed d{now + delay, item};
+    auto at = lane.delayed.end();
+    while (at != lane.delayed.begin() && std::prev(at)->due > d.due) --at;
+    lane.delayed.insert(at, std::move(d));
+  }
+  lane.work_cv.notify_one();
+}
+
+void KernelInvalidator::Replay(uint64_t after_epoch) {
+  std::lock_guard lock(mu_);
+  if (stop_) return;
+  const Clock::time_point now = Clock::now();
+  for (const Kept& k : kept_) {
+    if (k.epoch > after_epoch) ResendLocked(k.item, now);
+  }
+}
+
+void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   std::unique_lock lock(mu_);
   if (stop_) return;
-  queue_.push_back(std::move(item));
-  const uint64_t ticket = ++queued_;
-  work_cv_.notify_one();
-  if (!sent_cv_.wait_for(lock, bound_, [&] { return stop_ || sent_ >= ticket; })) {
+  const Clock::time_point now = Clock::now();
+  while (!kept_.empty() && (kept_.size() >= kKeepAtMost || now - kept_.front().at > kKeepFor)) {
+    kept_.pop_front();
+  }
+  kept_.push_back(Kept{epoch, now, item});
+  Lane& lane = LaneOf(item);
+  lane.queue.push_back(std::move(item));
+  const uint64_t ticket = ++lane.queued;
+  lane.work_cv.notify_one();
+  if (!lane.sent_cv.wait_for(lock, bound_, [&] { return stop_ || lane.sent >= ticket; })) {
     Logger("fuse")->debug("kernel invalidation still queued after {} ms (a request holds the "
                           "directory); acknowledged anyway", bound_.count());
   }
 }
 
-void KernelInvalidator::Loop() {
+int KernelInvalidator::Send(const Item& item) {
+  const int rc = item.is_name ? fuse_lowlevel_notify_inval_entry(session_, item.inode,
+                                                                 item.name.data(), item.name.size())
+                              : fuse_lowlevel_notify_inval_inode(session_, item.inode, -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    Logger("fuse")->warn("kernel invalidation inode={} name={} rc={}", item.inode,
+                         item.is_name ? item.name : "-", rc);
+  }
+  return rc;
+}
+
+void KernelInvalidator::Loop(Lane& lane) {
   std::unique_lock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    const int rc =
-        item.is_name
-            ? fuse_lowlevel_notify_inval_entry(session_, item.inode, item.name.data(),
-                                               item.name.size())
-            : fuse_lowlevel_notify_inval_inode(session_, item.inode, -1, 0);
-    if (rc != 0 && rc != -ENOENT) {
-      Logger("fuse")->warn("kernel invalidation inode={} name={} rc={}", item.inode,
-                           item.is_name ? item.name : "-", rc);
+    if (!lane.queue.empty()) {
+      Item item = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      lock.unlock();
+      int rc = Send(item);
+      if (rc == -ENOENT && !item.is_name && kernel_has_ && kernel_has_(item.inode)) {
+        const Clock::time_point give_up = Clock::now() + bound_;
+        while (rc == -ENOENT && Clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          rc = Send(item);
+        }
+      }
+      lock.lock();
+      ++lane.sent;
+      lane.sent_cv.notify_all();
+      // The kernel does not know the inode or name: it may be making it from a reply that
+      // crossed this recall (see the header). Sent again when it has.
+      if (rc == -ENOENT && !stop_) ResendLocked(item, Clock::now());
+      continue;
     }
-    lock.lock();
-    ++sent_;
-    sent_cv_.notify_all();
+    if (!lane.delayed.empty() && lane.delayed.front().due <= Clock::now()) {
+      Item item = std::move(lane.delayed.front().item);
+      lane.delayed.pop_front();
+      lock.unlock();
+      Send(item);
+      lock.lock();
+      continue;
+    }
+    if (lane.delayed.empty()) {
+      lane.work_cv.wait(lock, [&] { return stop_ || !lane.queue.empty() || !lane.delayed.empty(); });
+    } else {
+      lane.work_cv.wait_until(lock, lane.delayed.front().due);
+    }
   }
 }
 

@@ -238,7 +238,9 @@ int Run(int argc, char** argv) {
     // request of this mount holds the directory (see kernel_invalidator.h). Made after the fork:
     // a thread started before it would not exist in the daemon (its join waited forever on a
     // thread id the daemon's next thread took, and no recall reached the kernel).
-    invalidator = std::make_unique<KernelInvalidator>(se, std::chrono::milliseconds(50));
+    invalidator = std::make_unique<KernelInvalidator>(
+        se, std::chrono::milliseconds(50),
+        [&daemon](uint64_t ino) { return daemon.inodes.LookupCount(InodeId(ino)) > 0; });
   }
 
   // Threads the client library starts inherit a blocked mask, so the termination signals reach
@@ -275,13 +277,12 @@ int Run(int argc, char** argv) {
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {
-      daemon.recall_epoch.fetch_add(1);
-      inv->Attrs(inode);
+      inv->Attrs(inode, daemon.recall_epoch.fetch_add(1) + 1);
     };
     client_options.on_name_recalled = [inv, &daemon](InodeId parent, const std::string& name) {
-      daemon.recall_epoch.fetch_add(1);
-      inv->Name(parent, name);
+      inv->Name(parent, name, daemon.recall_epoch.fetch_add(1) + 1);
     };
+    daemon.invalidator = inv;
   }
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
