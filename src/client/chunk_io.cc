@@ -451,6 +451,29 @@ Status ChunkIo::ReadStripe(InodeId inode, const Layout& layout, uint64_t stripe,
                            uint64_t stripe_len, uint64_t max_version, uint64_t begin,
                            std::span<std::byte> out, bool bound_is_committed,
                            ChunkBytes* view, const StripeRecord& record) {
+  // A stripe that no server can give now (its copies or chunks are on servers down, stopped or
+  // slow) is read again, with a fresh map and backing off, for as long as a chunk write waits:
+  // a holder that is merely unreachable may be back, and slowness beats an invented EIO.
+  const bool view_empty = view != nullptr && view->size() == 0;
+  const auto patience = Clock::now() + options_.write_timeout;
+  auto backoff = std::chrono::milliseconds(100);
+  for (int attempt = 1;; ++attempt) {
+    Status s = ReadStripeOnce(inode, layout, stripe, stripe_len, max_version, begin, out,
+                              bound_is_committed, view, record);
+    if (s.code() != Code::kUnavailable || Clock::now() + backoff >= patience) return s;
+    Logger("client")->debug("read stripe again ino={} stripe={} attempt={} status={}",
+                            inode.value(), stripe, attempt, s.ToString());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    (void)FreshMap();
+    if (view_empty) *view = ChunkBytes();
+  }
+}
+
+Status ChunkIo::ReadStripeOnce(InodeId inode, const Layout& layout, uint64_t stripe,
+                               uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                               std::span<std::byte> out, bool bound_is_committed,
+                               ChunkBytes* view, const StripeRecord& record) {
   // Every byte of `out` is written on success (unless *view holds them): read bytes, or zeros
   // for holes and the part past stripe_len (the buffers are not zeroed beforehand).
   if (view != nullptr && (view->size() != 0 || begin + out.size() > stripe_len)) view = nullptr;
@@ -532,7 +555,10 @@ ChunkIo::Handoffs ChunkIo::HandoffsOf(const Layout& layout, uint64_t stripe,
   Handoffs out(width);
   bool any = false;
   for (uint32_t p = 0; p < width; ++p) {
-    out[p] = map.HandoffCandidates(width, *where, p, kMaxHandoffCandidates);
+    // Every server that may hold one, not only the first kMaxHandoffCandidates up now: the
+    // writer tried the first ones up in its map at the time, which may have been others.
+    out[p] = map.HandoffCandidates(width, *where, p, map.servers.size(), {},
+                                   /*whatever_state=*/true);
     any |= !out[p].empty();
   }
   if (!any) out.clear();
@@ -660,19 +686,36 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
       gather->cv.wait(lock);
     }
   }
+  // A hand-off candidate that could not answer (down, stopped, slow) may hold the only copy:
+  // then "not found" from every target proves nothing.
+  bool candidate_unreachable = false;
   if (!best && handoffs != nullptr) {
     // No copy on the targets: a hand-off copy of any position will do. Asked one at a time (a
     // rare path: a stripe whose targets cannot answer).
     for (uint32_t p = 0; p < copies && p < handoffs->size() && !best; ++p) {
       for (ServerId server : (*handoffs)[p]) {
         Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
-        if (!client.ok()) continue;
+        if (!client.ok()) {
+          candidate_unreachable = true;
+          last_error = client.status();
+          continue;
+        }
         chunk_rpcs_.fetch_add(1);
         Result<ChunkData> r = (*client)->ReadChunk(ChunkId{inode, stripe, p}, max_version, begin,
                                                    out.size(), Clock::now() + options_.chunk_timeout);
         if (r.ok() && record.Usable(r->version)) {
           best = std::move(*r);
           break;
+        }
+        if (r.ok()) {
+          if (!(record.known && r->version <= record.floor_version)) {
+            *abandoned_seen = std::max(*abandoned_seen, r->version);
+          }
+        } else if (r.status().code() == Code::kStale) {
+          superseded = true;
+        } else if (r.status().code() != Code::kNotFound) {
+          candidate_unreachable = true;
+          last_error = r.status();
         }
       }
     }
@@ -683,7 +726,8 @@ Status ChunkIo::ReadReplicated(InodeId inode, const Layout& layout, uint64_t str
   }
   // A hole only when every copy says so: a stripe written while some of its targets were down
   // has its copies on the others, and a target that came back empty must not turn it into zeros.
-  if (not_found == copies) {
+  // Nor lost: that needs every target and every hand-off candidate to have said "not found".
+  if (not_found == copies && !candidate_unreachable) {
     if (*abandoned_seen > 0) {
       return Unavailable("every copy of stripe " + std::to_string(stripe) +
                          " answered an abandoned version");  // ReadStripe reads below it
@@ -795,14 +839,28 @@ Status ChunkIo::ReadCoded(InodeId inode, const Layout& layout, uint64_t stripe,
     // at a time (a rare path: a stripe whose targets cannot give k chunks).
     for (const auto& [p, b, e] : plan) {
       if (p >= handoffs->size()) continue;
+      bool unreachable = false;  // a candidate that could not answer
       for (ServerId server : (*handoffs)[p]) {
         if (fetches[p].state == Fetch::State::kOk) break;
         Result<std::shared_ptr<DataClient>> client = ClientFor(server, map);
-        if (!client.ok()) continue;
+        if (!client.ok()) {
+          unreachable = true;
+          continue;
+        }
         chunk_rpcs_.fetch_add(1);
         Result<ChunkData> r = (*client)->ReadChunk(ChunkId{inode, stripe, p}, max_version, b,
                                                    e - b, Clock::now() + options_.chunk_timeout);
-        if (r.ok()) absorb(p, std::move(r));
+        if (r.ok() || r.status().code() == Code::kStale) {
+          absorb(p, std::move(r));
+        } else if (r.status().code() != Code::kNotFound) {
+          unreachable = true;
+        }
+      }
+      // The target's "not found" proves nothing while a candidate may hold the chunk: the
+      // position counts as unreachable, never towards a hole or a loss.
+      if (unreachable && fetches[p].state == Fetch::State::kNotFound) {
+        fetches[p].state = Fetch::State::kFailed;
+        fetches[p].failure = Code::kUnavailable;
       }
     }
   };

@@ -92,13 +92,15 @@ class ChunkIo {
   // positions are asked at once.
   // A version of which fewer than k chunks exist after every position answered (a writer that
   // crashed mid-stripe) is skipped: the read retries below it (at most 4 times).
-  // Errors: kUnavailable when the needed bytes cannot be read or decoded; kStale when the
+  // Errors: kUnavailable when the needed bytes cannot be read or decoded (after reading again,
+  // backing off, for up to write_timeout: a holder may be merely down or stopped); kStale when the
   // stripe was written again and max_version's chunks pruned since the caller took its bound
   // (never zeros for it): take a fresh view of the file and read again.
   // `record` is what the file's stripe map says of this stripe (docs/design.md "Recorded
   // holes"). Known and not written: a hole, zeros, no data server asked. Known and written:
   // chunks at or below its floor are a truncate's leftovers and count as absent, and a stripe
-  // with no chunk left is kDataLoss (logged), never zeros. Unknown: holes are inferred (m + 1
+  // with no chunk left is kDataLoss (logged and reported to the metadata server only when every
+  // target and every hand-off candidate of its positions answered "not found"), never zeros. Unknown: holes are inferred (m + 1
   // positions, or every copy, say "never written").
   // With `view` (empty on entry) and begin + out.size() <= stripe_len: when the bytes need no
   // decoding, they come back in *view instead, as views of the received replies (and zeros for
@@ -135,8 +137,14 @@ class ChunkIo {
   // Per position of a stripe, the servers that may hold a hand-off copy of its chunk, in the
   // order writers try them (ClusterMap::HandoffCandidates).
   using Handoffs = std::vector<std::vector<ServerId>>;
-  // The hand-off candidates of every position of `stripe` in `map`; empty when there are none.
+  // The hand-off candidates of every position of `stripe` in `map`, whatever their state (the
+  // writer chose among those up in its map then); empty when there are none.
   static Handoffs HandoffsOf(const Layout& layout, uint64_t stripe, const ClusterMap& map);
+  // One read of ReadStripe (which reads again, for up to write_timeout, while it is kUnavailable).
+  Status ReadStripeOnce(InodeId inode, const Layout& layout, uint64_t stripe,
+                        uint64_t stripe_len, uint64_t max_version, uint64_t begin,
+                        std::span<std::byte> out, bool bound_is_committed, ChunkBytes* view,
+                        const StripeRecord& record);
 
   void CountDegraded(DegradedCause cause);
   // Counts a read of a lost stripe and tells the metadata server, once per (inode, stripe).

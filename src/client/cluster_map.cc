@@ -55,12 +55,14 @@ std::string ClusterMap::DomainOf(ServerId id) const {
 
 std::vector<ServerId> ClusterMap::HandoffCandidates(
     uint32_t width, const StripePlacement& where, uint32_t position, size_t max,
-    const std::vector<std::string>& exclude_domains) const {
+    const std::vector<std::string>& exclude_domains, bool whatever_state) const {
   std::vector<HandoffServer> all;
   all.reserve(servers.size());
   for (const auto& [id, e] : servers) {
     all.push_back({id.value(), e.failure_domain,
-                   e.up && (e.state.empty() || e.state == "in") && !e.address.empty()});
+                   whatever_state ? e.state != "removed"
+                                  : e.up && (e.state.empty() || e.state == "in") &&
+                                        !e.address.empty()});
   }
   std::vector<uint32_t> targets, pending;
   for (ServerId id : where.targets) targets.push_back(id.value());

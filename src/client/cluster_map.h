@@ -65,9 +65,13 @@ struct ClusterMap {
   // taken by other hand-offs of the same stripe). Ordered by the rendezvous score of
   // (width, pg, position, server), highest first, so writers and readers agree on the order;
   // at most `max` of them. Empty when the cluster has no spare failure domain.
+  // `whatever_state`: servers down, draining or without an address count too, removed ones do
+  // not (a reader's search: the writer chose among the servers up in its map then, which the
+  // reader cannot know).
   std::vector<ServerId> HandoffCandidates(uint32_t width, const StripePlacement& where,
                                           uint32_t position, size_t max,
-                                          const std::vector<std::string>& exclude_domains = {}) const;
+                                          const std::vector<std::string>& exclude_domains = {},
+                                          bool whatever_state = false) const;
   // The failure domain of server `id` (its id when the map gives none; "" when unknown).
   std::string DomainOf(ServerId id) const;
 };

@@ -330,6 +330,72 @@ TEST_F(ClusterTest, AChunkWhoseTargetIsDownIsHandedOffToASpareFailureDomain) {
   EXPECT_TRUE(*read == blob);
 }
 
+// Regression (storm, two mounts: EIO and a false "data lost" for small files written while
+// data servers were down). A small file whose copies are only on hand-off holders (its 3
+// targets were down at the write), read on another client after the targets came back empty
+// while the holders are stopped (SIGSTOP): the read must wait for a holder rather than fail, and
+// must never tell the metadata server the stripe is lost (no server said "not found" for the
+// holders). Before, the reader counted the targets' "not found" alone as proof: EIO and a
+// recorded loss.
+TEST_F(ClusterTest, SmallFileOnlyOnStoppedHandoffHoldersIsWaitedForNeverReportedLost) {
+  ProcessClusterOptions cluster;
+  cluster.data_servers = 8;
+  cluster.repair_delay_ms = 600000;  // no repair moves
+  StartCluster(cluster);
+  auto writer = NewClient();
+  ASSERT_TRUE(writer);
+  ClientOptions reader_options;
+  reader_options.chunk_timeout = std::chrono::milliseconds(500);
+  auto reader = NewClient(reader_options);
+  ASSERT_TRUE(reader);
+  ASSERT_OK(writer->WriteFile("/f", "", kRoot));
+  Result<Attributes> attr = writer->Resolve("/f", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<client::ClusterMap> map = cluster_->GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Result<client::StripePlacement> where = map->PlacementOf(attr->layout, 0);
+  ASSERT_TRUE(where.ok());
+  std::vector<int> copy_targets, spares;  // process indices
+  for (int i = 0; i < 8; ++i) {
+    Result<ServerId> id = cluster_->DataServerId(i);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    auto at = std::find(where->targets.begin(), where->targets.end(), *id);
+    if (at == where->targets.end()) {
+      spares.push_back(i);
+    } else if (at - where->targets.begin() < 3) {
+      copy_targets.push_back(i);
+    }
+  }
+  ASSERT_EQ(copy_targets.size(), 3u);
+  ASSERT_EQ(spares.size(), 2u);
+  // The three targets of the copies are down: the write hands two copies off to the spares.
+  for (int i : copy_targets) ASSERT_OK(cluster_->CrashDataServer(i));
+  ASSERT_OK(cluster_->WaitForUpDataServers(5));
+  const std::string content = RandomBytes(3000, /*seed=*/211);
+  ASSERT_OK(writer->WriteFile("/f", content, kRoot));
+  for (int i : spares) EXPECT_EQ(ChunkFilesOf(cluster_->data_dir(i), attr->inode), 1) << i;
+  // The holders stop answering; the targets come back without the file's chunks.
+  for (int i : spares) ASSERT_OK(cluster_->PauseDataServer(i));
+  for (int i : copy_targets) ASSERT_OK(cluster_->RestartDataServer(i));
+  ASSERT_OK(cluster_->WaitForUpDataServers(6));
+  // The holders resume 3 s into the read.
+  auto resume = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    for (int i : spares) (void)cluster_->PauseDataServer(i, false);
+  });
+  Result<std::string> read = reader->ReadFile("/f", kRoot);
+  resume.get();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == content);
+  read = writer->ReadFile("/f", kRoot);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == content);
+  Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok()) << moves.status().ToString();
+  EXPECT_EQ(moves->lost_files, 0u) << moves->message;
+  EXPECT_EQ(moves->message.find("DATA LOST"), std::string::npos) << moves->message;
+}
+
 TEST_F(ClusterTest, SmallReplicatedFilesSurviveTwoDataServerCrashes) {
   StartCluster();
   auto client = NewClient();
