@@ -361,8 +361,14 @@ class Client {
   // Coherence with the lock, as NFS gives it: an unlock first commits what this client's writers
   // of the file buffered; a grant refreshes the handles that do not hold the write lease and, if
   // the file changed, calls options.on_changed_at_lock before returning.
+  // When that commit fails, the unlock returns its error and, with kKeepLock, does not unlock:
+  // the next holder must not read the file without what was written under the lock (the
+  // writes stay buffered; a later unlock, fsync or close commits them or reports the error).
+  // kUnlockAnyway is for a close or an exit, where the owner is going and its locks must go.
   // Threading: may block on the file's writer (its commit) and on the metadata server.
-  Status SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock, bool wait);
+  enum class OnCommitError : uint8_t { kKeepLock, kUnlockAnyway };
+  Status SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock, bool wait,
+                 OnCommitError on_commit_error = OnCommitError::kKeepLock);
   // Returns the first lock conflicting with `range` (F_GETLK), or type F_UNLCK when none.
   Result<LockRange> GetLock(InodeId inode, uint64_t owner, const LockRange& range);
 

@@ -433,9 +433,10 @@ uint64_t Client::ReadCacheBytes() const { return impl_->cache_->used_bytes(); }
 // --- files ---------------------------------------------------------------------------------
 
 Result<Client::Opened> Client::Open(InodeId inode, int flags, const Caller& caller) {
-  Result<client::OpenReply> reply = impl_->OpenWithLeaseWait(inode, flags, caller);
+  std::shared_lock<std::shared_mutex> taking;
+  Result<client::OpenReply> reply = impl_->OpenWithLeaseWait(inode, flags, caller, &taking);
   if (!reply.ok()) return reply.status();
-  return impl_->OpenWith(std::move(*reply), flags);
+  return impl_->OpenWith(std::move(*reply), flags, std::move(taking));
 }
 
 Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uint32_t mode,
@@ -446,11 +447,15 @@ Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uin
   const auto deadline = std::chrono::steady_clock::now() + impl_->options_.lease_wait;
   std::chrono::milliseconds backoff(10);
   for (;;) {
+    // A create for write takes the lease: as an open (Impl::OpenWithLeaseWait).
+    std::shared_lock<std::shared_mutex> taking;
+    if (writable) taking = std::shared_lock(impl_->give_mu_);
     Result<client::OpenReply> reply = impl_->WithSession([&](SessionId session) {
       return impl_->meta_->Create(parent, name, mode, 0, (flags & O_EXCL) != 0, caller, session,
                                   writable);
     });
-    if (reply.ok()) return impl_->OpenWith(std::move(*reply), flags);
+    if (reply.ok()) return impl_->OpenWith(std::move(*reply), flags, std::move(taking));
+    taking = {};
     if (reply.status().code() != Code::kWouldBlock ||
         std::chrono::steady_clock::now() + backoff > deadline) {
       return reply.status();
@@ -622,13 +627,21 @@ InodeId Client::InodeOf(const OpenFile& file) { return file.inode; }
 // --- locks ---------------------------------------------------------------------------------
 
 Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock,
-                       bool wait) {
+                       bool wait, OnCommitError on_commit_error) {
+  Status committed;
   if (range.type == F_UNLCK) {
-    // What this client wrote under the lock is committed before another holder can read it.
-    Status committed = impl_->CommitForUnlock(inode);
+    // What this client wrote under the lock is committed before another holder can read it. If
+    // it cannot be, the lock stays: an unlock that hands the lock on anyway lets the next holder
+    // read the file without it, and write over it (lost updates).
+    committed = impl_->CommitForUnlock(inode);
     if (!committed.ok()) {
-      Logger("client")->warn("commit before unlock inode={} status={}", inode.value(),
-                             committed.ToString());
+      Logger("client")->warn("commit before unlock inode={} status={}{}", inode.value(),
+                             committed.ToString(),
+                             on_commit_error == OnCommitError::kKeepLock ? "; lock kept"
+                                                                         : "; unlocked (close)");
+      if (on_commit_error == OnCommitError::kKeepLock) {
+        return committed.WithPrefix("commit before unlock");
+      }
     }
   }
   std::chrono::milliseconds backoff(5);
@@ -640,6 +653,7 @@ Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bo
         impl_->options_.on_changed_at_lock) {
       impl_->options_.on_changed_at_lock(inode);
     }
+    if (s.ok() && !committed.ok()) return committed.WithPrefix("commit before unlock");
     if (s.code() != Code::kWouldBlock || !wait) return s;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -348,7 +349,15 @@ class Client::Impl {
   void GiveLoop();
   void HandleCacheRecall(const client::CacheRecall& recall);
   void RecallLoop();
+  // Commits every writer of `inode`, then returns the lease, with every writer's mu and
+  // give_mu_ (exclusively) held from the last commit to the return: no writer can take the
+  // lease again (its session still holds it) and no open for write be answered with it, only
+  // to lose it to the return with bytes uncommitted under it. A failed commit keeps the lease.
   void HandleRecall(InodeId inode);
+  // Held shared by an open or create for write from its metadata call until its handle is in
+  // the registry (so a give-back pins it), exclusively by HandleRecall's return. Taken before
+  // any OpenFile::mu.
+  std::shared_mutex give_mu_;
   // Takes the write lease again for the writer `f` (f.mu held) when a recall took it: waits up
   // to options_.lease_wait while another client holds it (then kWouldBlock), and adopts the
   // file as the metadata server has it now (size, version, stripe map).
@@ -366,7 +375,10 @@ class Client::Impl {
   Status CommitForUnlock(InodeId inode);
 
   // File I/O (file_io.cc).
-  Result<Opened> OpenWith(client::OpenReply reply, int flags);
+  // Makes the handle of an open the metadata server answered. `taking` (give_mu_, shared, for
+  // an open for write) is released once the handle is in the registry.
+  Result<Opened> OpenWith(client::OpenReply reply, int flags,
+                          std::shared_lock<std::shared_mutex> taking = {});
   // `reader`: as Client::ReadShared (OpenFile::ViewFor).
   Result<size_t> Read(OpenFile& f, uint64_t offset, std::span<std::byte> out,
                       Client::ReadFor reader = Client::ReadFor::kCaller);
@@ -397,7 +409,10 @@ class Client::Impl {
   Status Truncate(OpenFile& f, uint64_t new_size);  // f.mu held
   Status Release(std::unique_ptr<OpenFile> f);
   Status TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller);
-  Result<client::OpenReply> OpenWithLeaseWait(InodeId inode, int flags, const Caller& caller);
+  // An Open that waits (up to lease_wait) for another client's write lease. For a write open,
+  // *taking holds give_mu_ (shared) on success: pass it to OpenWith.
+  Result<client::OpenReply> OpenWithLeaseWait(InodeId inode, int flags, const Caller& caller,
+                                              std::shared_lock<std::shared_mutex>* taking);
   Attributes Overlay(Attributes attr);  // local size of dirty writers; refreshes read views
   // After a read of the read-only handle `f` failed with `s`: if `s` is kStale (a stripe was
   // written again and the view's version pruned), takes a fresh view from the metadata server

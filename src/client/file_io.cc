@@ -85,25 +85,32 @@ OpenFile::~OpenFile() {
 
 // --- open / release ---------------------------------------------------------------------------
 
-Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(InodeId inode, int flags,
-                                                          const Caller& caller) {
+Result<client::OpenReply> Client::Impl::OpenWithLeaseWait(
+    InodeId inode, int flags, const Caller& caller, std::shared_lock<std::shared_mutex>* taking) {
   const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
+  const bool write = (flags & O_ACCMODE) != O_RDONLY;
   // Short first waits: the holder is asked to give the lease back (a recall), which takes it
   // about a round trip and a commit.
   std::chrono::milliseconds backoff(2);
   for (;;) {
+    // Not across the waits: this client's own give-backs (of any file) go on meanwhile.
+    std::shared_lock<std::shared_mutex> lock;
+    if (write) lock = std::shared_lock(give_mu_);
     Result<client::OpenReply> reply =
         WithSession([&](SessionId session) { return meta_->Open(inode, flags, session, caller); });
+    if (reply.ok()) *taking = std::move(lock);
     if (reply.ok() || reply.status().code() != Code::kWouldBlock ||
         std::chrono::steady_clock::now() + backoff > deadline) {
       return reply;
     }
+    lock = {};
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
 }
 
-Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags) {
+Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags,
+                                              std::shared_lock<std::shared_mutex> taking) {
   auto file = std::make_unique<OpenFile>();
   file->inode = reply.attr.inode;
   file->flags = flags;
@@ -135,6 +142,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
     }
     registry_->files.emplace(file->inode, file.get());
   }
+  if (taking.owns_lock()) taking.unlock();  // a give-back from now on pins this handle
   if (file->writable) recall_cv_.notify_all();  // the recall loop asks while writers are open
   if (file->writable && regular && (flags & O_TRUNC)) {
     std::lock_guard lock(file->mu);
@@ -509,9 +517,10 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
     registry_->unpinned.notify_all();
     return s;
   }
-  Result<client::OpenReply> reply = OpenWithLeaseWait(inode, O_WRONLY, caller);
+  std::shared_lock<std::shared_mutex> taking;
+  Result<client::OpenReply> reply = OpenWithLeaseWait(inode, O_WRONLY, caller, &taking);
   if (!reply.ok()) return reply.status();
-  Result<Opened> opened = OpenWith(std::move(*reply), O_WRONLY);
+  Result<Opened> opened = OpenWith(std::move(*reply), O_WRONLY, std::move(taking));
   if (!opened.ok()) return opened.status();
   Status s;
   {

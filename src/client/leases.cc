@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "client/client_impl.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 
 namespace aquifer {
@@ -161,8 +162,9 @@ void Client::Impl::HandleCacheRecall(const client::CacheRecall& recall) {
 }
 
 void Client::Impl::HandleRecall(InodeId inode) {
-  const std::vector<OpenFile*> writers = PinHandles(inode, /*writers_only=*/true);
-  bool gave_up = false, kept = false;
+  // First the commits, which may flush much, with only the committing writer held.
+  std::vector<OpenFile*> writers = PinHandles(inode, /*writers_only=*/true);
+  bool kept = false;
   for (OpenFile* f : writers) {
     if (!f->lease_held.load()) continue;  // gave it back already (a recall asked twice)
     std::lock_guard lock(f->mu);
@@ -174,18 +176,48 @@ void Client::Impl::HandleRecall(InodeId inode) {
       Logger("client")->warn("recall inode={}: commit failed, lease kept status={}",
                              inode.value(), s.ToString());
       kept = true;
-      continue;
     }
-    f->lease_held.store(false);
-    gave_up = true;
   }
-  if (gave_up && !kept) {
+  Unpin(writers);
+  if (kept) return;
+  // Then the return, with the file's writers kept still from their last commit until the
+  // metadata server has the lease back. A write in between would otherwise take the lease again
+  // at once (this session still holds it) and an open for write be answered with it, and the
+  // return would give it away with their bytes uncommitted under it: their commit then fails
+  // with kStale and, had an unlock come first, the next holder of the lock read the file
+  // without them (the soak test's lost increments). give_mu_ keeps out opens for write and
+  // EnsureLease (the only ways a handle comes to hold the lease); the holders' mutexes keep out
+  // their writes.
+  std::unique_lock giving(give_mu_);
+  writers = PinHandles(inode, /*writers_only=*/true);
+  std::vector<std::unique_lock<std::mutex>> held;
+  held.reserve(writers.size());
+  bool holding = false;
+  for (OpenFile* f : writers) {
+    // A handle without the lease cannot take it now (give_mu_), and may be waiting in
+    // EnsureLease for another client's lease with its mutex held: not waited for.
+    if (!f->lease_held.load()) continue;
+    held.emplace_back(f->mu);
+    holding = true;
+    Status s = Commit(*f, /*sync=*/false);  // what it wrote since the first pass, if anything
+    if (!s.ok()) {
+      Logger("client")->warn("recall inode={}: commit failed, lease kept status={}",
+                             inode.value(), s.ToString());
+      kept = true;
+    }
+  }
+  if (holding && !kept) {
+    AQ_FAILPOINT("client.recall.before_return");
     Status s = WithSession([&](SessionId session) { return meta_->ReturnLease(inode, session); });
     if (!s.ok()) {
+      // Still this session's at the server, at worst: the next write takes it again.
       Logger("client")->warn("return lease inode={} failed status={}", inode.value(),
                              s.ToString());
     }
+    for (OpenFile* f : writers) f->lease_held.store(false);
   }
+  held.clear();
+  giving.unlock();
   Unpin(writers);
 }
 
@@ -194,6 +226,15 @@ Status Client::Impl::EnsureLease(OpenFile& f) {
   const auto deadline = std::chrono::steady_clock::now() + options_.lease_wait;
   std::chrono::milliseconds backoff(2);
   for (;;) {
+    // Not while this client returns a lease (HandleRecall holds give_mu_): the metadata server
+    // would answer from the lease the session still holds, which the return then takes away.
+    // Tried, not waited for, as f.mu is held: no give-back waits for this handle (it holds no
+    // lease), so give_mu_ is free again within one ReturnLease.
+    std::shared_lock taking(give_mu_, std::try_to_lock);
+    if (!taking.owns_lock()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     Result<client::OpenReply> reply = WithSession(
         [&](SessionId session) { return meta_->AcquireLease(f.inode, session); });
     if (reply.ok()) {
@@ -214,6 +255,7 @@ Status Client::Impl::EnsureLease(OpenFile& f) {
         std::chrono::steady_clock::now() + backoff > deadline) {
       return reply.status().WithPrefix("take the write lease back");
     }
+    taking.unlock();
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }

@@ -604,8 +604,10 @@ void OnFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   SharedFile& sf = SharedOf(fi);
   Status s = d.client->Flush(*sf.current.load());
   if (d.inodes.HasPosixLocks(sf.inode)) {
+    // The owner closed: its locks go even if the commit fails (close(2) reports that, from
+    // the Flush above).
     Status u = d.client->SetLock(sf.inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/false,
-                                 /*wait=*/false);
+                                 /*wait=*/false, Client::OnCommitError::kUnlockAnyway);
     if (!u.ok()) Log().warn("unlock posix locks at close inode={} status={}", sf.inode.value(),
                             u.ToString());
     OpenDescription& od = DescriptionOf(fi);
@@ -623,7 +625,7 @@ void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   SharedFile* sf = od->shared;
   if (fi->flock_release) {
     Status u = d.client->SetLock(sf->inode, fi->lock_owner, kWholeFileUnlock, /*flock=*/true,
-                                 /*wait=*/false);
+                                 /*wait=*/false, Client::OnCommitError::kUnlockAnyway);
     if (!u.ok()) Log().warn("unlock flock at release inode={} status={}", sf->inode.value(),
                             u.ToString());
   }
@@ -635,7 +637,7 @@ void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   for (uint64_t owner : owners) {
     Status u = d.client->SetLock(sf->inode, owner, kWholeFileUnlock, /*flock=*/false,
-                                 /*wait=*/false);
+                                 /*wait=*/false, Client::OnCommitError::kUnlockAnyway);
     if (!u.ok()) Log().warn("unlock fcntl locks at release inode={} owner={:x} status={}",
                             sf->inode.value(), owner, u.ToString());
   }

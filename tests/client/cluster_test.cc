@@ -21,6 +21,7 @@
 #include "aquifer/units.h"
 #include "client/rpc/data_client.h"
 #include "client/striping.h"
+#include "common/failpoint.h"
 #include "testing/cluster_fixture.h"
 
 namespace aquifer {
@@ -732,6 +733,118 @@ TEST_F(ClusterTest, ALockGrantShowsWhatThePreviousHolderWroteOnAnotherClient) {
   ASSERT_TRUE(end.ok());
   EXPECT_EQ(end->substr(0, 1), "o");
   EXPECT_EQ(end->substr(4096), std::string(4096, '4'));
+}
+
+// The soak test's lock workload lost increments: a writer took the lease back (its session
+// still held it) while a recall's give-back was between its commit and ReturnLease; the return
+// then handed the lease to the other host with this writer's bytes uncommitted under it, the
+// commit before the unlock failed (kStale, "held by another session"), the unlock went on, and
+// the next holder read the old counter. A give-back now keeps every writer of the file out
+// (their mutexes) until the lease is returned, and an unlock whose commit fails fails itself.
+TEST_F(ClusterTest, AWriteUnderALockRacingAGiveBackIsSeenByTheNextHolder) {
+  StartCluster();
+  auto a = NewClient();
+  ClientOptions once;  // asks once: one recall, none queued again while it is given back
+  once.lease_wait = std::chrono::milliseconds(1);
+  auto recaller = NewClient(once);
+  ClientOptions patient;
+  patient.lease_wait = std::chrono::milliseconds(20000);
+  auto b = NewClient(patient);
+  ASSERT_TRUE(a && recaller && b);
+  ASSERT_OK(a->WriteFile("/counter", "0", kRoot));
+  Result<Attributes> attr = a->Resolve("/counter", kRoot);
+  ASSERT_TRUE(attr.ok());
+  const LockRange whole{.type = F_WRLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  const LockRange unlock{.type = F_UNLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  Result<Client::Opened> fa = a->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(fa.ok()) << fa.status().ToString();
+  ASSERT_OK(a->SetLock(attr->inode, 1, whole, false, true));
+  EXPECT_EQ(*ReadAt(*a, *fa->file, 0, 16), "0");
+  Result<std::string> seen = InvalidArgument("unset");
+  {
+    // The give-back pauses just before its ReturnLease.
+    failpoint::ScopedFailPoint slow_return("client.recall.before_return:delay=1000@1");
+    // An open for write on another host (not under the lock, as each round of the workload
+    // opens): refused, it recalls the lease.
+    EXPECT_EQ(recaller->Open(attr->inode, O_RDWR, kRoot).status().code(), Code::kWouldBlock);
+    ASSERT_TRUE(WaitUntil([&] { return slow_return.hits() >= 1; }, std::chrono::seconds(10)));
+    // A, holding the lock, writes the next value during the give-back...
+    WriteAt(*a, *fa->file, 0, "1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the give-back ended
+    // ... B opens for write before A unlocks...
+    Result<Client::Opened> fb = b->Open(attr->inode, O_RDWR, kRoot);
+    ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+    // ... and A's unlock commits first, or fails: never an unlock over lost bytes.
+    ASSERT_OK(a->SetLock(attr->inode, 1, unlock, false, false));
+    ASSERT_OK(b->SetLock(attr->inode, 2, whole, false, true));
+    seen = ReadAt(*b, *fb->file, 0, 16);
+    ASSERT_OK(b->SetLock(attr->inode, 2, unlock, false, false));
+    ASSERT_OK(b->Release(std::move(fb->file)));
+  }
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(*seen, "1") << "the next holder of the lock read the counter before A's write";
+  EXPECT_OK(a->Release(std::move(fa->file)));
+  EXPECT_EQ(*b->ReadFile("/counter", kRoot), "1");
+}
+
+// The same race through a second open of the file on A while the give-back of the first runs:
+// the open is answered with the lease (A's session holds it), then the return takes it away.
+TEST_F(ClusterTest, AnOpenForWriteRacingAGiveBackDoesNotWriteWithoutTheLease) {
+  StartCluster();
+  auto a = NewClient();
+  ClientOptions once;
+  once.lease_wait = std::chrono::milliseconds(1);
+  auto recaller = NewClient(once);
+  ClientOptions patient;
+  patient.lease_wait = std::chrono::milliseconds(20000);
+  auto b = NewClient(patient);
+  ASSERT_TRUE(a && recaller && b);
+  ASSERT_OK(a->WriteFile("/f", "a0", kRoot));
+  Result<Attributes> attr = a->Resolve("/f", kRoot);
+  ASSERT_TRUE(attr.ok());
+  Result<Client::Opened> first = a->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  failpoint::ScopedFailPoint slow_return("client.recall.before_return:delay=1000@1");
+  EXPECT_EQ(recaller->Open(attr->inode, O_RDWR, kRoot).status().code(), Code::kWouldBlock);
+  ASSERT_TRUE(WaitUntil([&] { return slow_return.hits() >= 1; }, std::chrono::seconds(10)));
+  Result<Client::Opened> second = a->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the give-back ended
+  Result<Client::Opened> fb = b->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+  WriteAt(*a, *second->file, 0, "a1");
+  EXPECT_OK(a->Release(std::move(second->file)));  // commits
+  EXPECT_OK(a->Release(std::move(first->file)));
+  ASSERT_OK(b->Release(std::move(fb->file)));
+  EXPECT_EQ(*b->ReadFile("/f", kRoot), "a1");
+}
+
+// A commit before an unlock that fails fails the unlock, and the lock stays held: the next
+// holder must not read the file without the bytes written under the lock.
+TEST_F(ClusterTest, AnUnlockWhoseCommitFailsKeepsTheLock) {
+  StartCluster();
+  auto a = NewClient();
+  auto b = NewClient();
+  ASSERT_TRUE(a && b);
+  ASSERT_OK(a->WriteFile("/c", "0", kRoot));
+  Result<Attributes> attr = a->Resolve("/c", kRoot);
+  ASSERT_TRUE(attr.ok());
+  const LockRange whole{.type = F_WRLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  const LockRange unlock{.type = F_UNLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  Result<Client::Opened> fa = a->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(fa.ok()) << fa.status().ToString();
+  ASSERT_OK(a->SetLock(attr->inode, 1, whole, false, true));
+  WriteAt(*a, *fa->file, 0, "1");
+  {
+    failpoint::ScopedFailPoint failing_commit("client.commit.before:error@1");
+    EXPECT_FALSE(a->SetLock(attr->inode, 1, unlock, false, false).ok());
+  }
+  EXPECT_EQ(b->SetLock(attr->inode, 2, whole, false, false).code(), Code::kWouldBlock);
+  ASSERT_OK(a->SetLock(attr->inode, 1, unlock, false, false));  // the commit goes through now
+  ASSERT_OK(b->SetLock(attr->inode, 2, whole, false, false));
+  EXPECT_EQ(*b->ReadFile("/c", kRoot), "1");
+  ASSERT_OK(b->SetLock(attr->inode, 2, unlock, false, false));
+  EXPECT_OK(a->Release(std::move(fa->file)));
 }
 
 TEST_F(ClusterTest, WriteWithAServerDownThenReadAfterItReturnsGetsNewBytes) {

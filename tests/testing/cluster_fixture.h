@@ -18,6 +18,13 @@
     ASSERT_TRUE(aq_s_.ok()) << #expr << ": " << aq_s_.ToString(); \
   } while (0)
 
+// The same, not fatal.
+#define EXPECT_OK(expr)                                           \
+  do {                                                            \
+    const ::aquifer::Status aq_s_ = (expr);                       \
+    EXPECT_TRUE(aq_s_.ok()) << #expr << ": " << aq_s_.ToString(); \
+  } while (0)
+
 namespace aquifer::testing {
 
 // Owns one ProcessCluster per test (cluster_, null until StartCluster). The cluster, and every
