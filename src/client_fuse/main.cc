@@ -277,12 +277,13 @@ int Run(int argc, char** argv) {
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {
-      inv->Attrs(inode, daemon.recall_epoch.fetch_add(1) + 1);
+      daemon.recall_epoch.fetch_add(1);
+      inv->Attrs(inode);
     };
     client_options.on_name_recalled = [inv, &daemon](InodeId parent, const std::string& name) {
-      inv->Name(parent, name, daemon.recall_epoch.fetch_add(1) + 1);
+      daemon.recall_epoch.fetch_add(1);
+      inv->Name(parent, name);
     };
-    daemon.invalidator = inv;
   }
   char host[256] = "host";
   gethostname(host, sizeof host - 1);

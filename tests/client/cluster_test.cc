@@ -735,6 +735,13 @@ TEST_F(ClusterTest, ALockGrantShowsWhatThePreviousHolderWroteOnAnotherClient) {
   EXPECT_EQ(end->substr(4096), std::string(4096, '4'));
 }
 
+// Client options whose opens for write wait `wait` for a lease held elsewhere.
+ClientOptions LeaseWait(std::chrono::milliseconds wait) {
+  ClientOptions o;
+  o.lease_wait = wait;
+  return o;
+}
+
 // The soak test's lock workload lost increments: a writer took the lease back (its session
 // still held it) while a recall's give-back was between its commit and ReturnLease; the return
 // then handed the lease to the other host with this writer's bytes uncommitted under it, the
@@ -744,12 +751,8 @@ TEST_F(ClusterTest, ALockGrantShowsWhatThePreviousHolderWroteOnAnotherClient) {
 TEST_F(ClusterTest, AWriteUnderALockRacingAGiveBackIsSeenByTheNextHolder) {
   StartCluster();
   auto a = NewClient();
-  ClientOptions once;  // asks once: one recall, none queued again while it is given back
-  once.lease_wait = std::chrono::milliseconds(1);
-  auto recaller = NewClient(once);
-  ClientOptions patient;
-  patient.lease_wait = std::chrono::milliseconds(20000);
-  auto b = NewClient(patient);
+  auto recaller = NewClient(LeaseWait(std::chrono::milliseconds(1)));  // one recall, no retry
+  auto b = NewClient(LeaseWait(std::chrono::milliseconds(20000)));
   ASSERT_TRUE(a && recaller && b);
   ASSERT_OK(a->WriteFile("/counter", "0", kRoot));
   Result<Attributes> attr = a->Resolve("/counter", kRoot);
@@ -792,12 +795,8 @@ TEST_F(ClusterTest, AWriteUnderALockRacingAGiveBackIsSeenByTheNextHolder) {
 TEST_F(ClusterTest, AnOpenForWriteRacingAGiveBackDoesNotWriteWithoutTheLease) {
   StartCluster();
   auto a = NewClient();
-  ClientOptions once;
-  once.lease_wait = std::chrono::milliseconds(1);
-  auto recaller = NewClient(once);
-  ClientOptions patient;
-  patient.lease_wait = std::chrono::milliseconds(20000);
-  auto b = NewClient(patient);
+  auto recaller = NewClient(LeaseWait(std::chrono::milliseconds(1)));  // one recall, no retry
+  auto b = NewClient(LeaseWait(std::chrono::milliseconds(20000)));
   ASSERT_TRUE(a && recaller && b);
   ASSERT_OK(a->WriteFile("/f", "a0", kRoot));
   Result<Attributes> attr = a->Resolve("/f", kRoot);

@@ -54,6 +54,13 @@ def kind_of_errno(name):
     return name if name in ("EIO", "ESTALE", "ENOENT") else "other"
 
 
+def write_all(fd, data):
+    """os.write until every byte of `data` went out (a short write is not an error)."""
+    mv = memoryview(data)
+    while mv:
+        mv = mv[os.write(fd, mv):]
+
+
 def write_json_atomic(path, obj):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -353,10 +360,7 @@ def worker_writer(ctx, wid):
             try:
                 wfd = os.open(os.path.join(a, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
-                    mv = memoryview(data)
-                    while mv:
-                        w = os.write(wfd, mv)
-                        mv = mv[w:]
+                    write_all(wfd, data)
                     if rnd.random() < 0.5:
                         os.fsync(wfd)
                 finally:
@@ -374,10 +378,7 @@ def worker_writer(ctx, wid):
             try:
                 wfd = os.open(os.path.join(a, tmp_rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
-                    mv = memoryview(data)
-                    while mv:
-                        w = os.write(wfd, mv)
-                        mv = mv[w:]
+                    write_all(wfd, data)
                     os.fsync(wfd)
                 finally:
                     os.close(wfd)
