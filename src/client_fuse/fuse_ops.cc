@@ -252,9 +252,9 @@ void OnDestroy(void* userdata) { Log().info("destroy session"); }
 // ---------------------------------------------------------------------------------------------
 // Namespace
 
-void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+// Answers a LOOKUP (exactly once); `epoch` is the recall epoch when it arrived.
+void LookupAnswer(fuse_req_t req, fuse_ino_t parent, const char* name, uint64_t epoch) {
   Daemon& d = DaemonOf(req);
-  const uint64_t epoch = d.recall_epoch.load();
   Result<Attributes> a = ClientOf(req).Lookup(InodeId(parent), name, CallerOf(req));
   if (!a.ok() && a.status().code() == Code::kNotFound && d.cache_leases &&
       d.recall_epoch.load() == epoch) {
@@ -271,6 +271,19 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   if (!a.ok()) return ReplyError(req, a.status(), "lookup");
   ReplyEntry(req, *a, d.recall_epoch.load() != epoch);
+}
+
+// After a reply that may have crossed recalls (the epoch moved since `epoch`), their
+// notifications go to the kernel again once it has made what the reply described.
+void ReplayRecallsAfter(Daemon& d, uint64_t epoch) {
+  if (d.invalidator != nullptr && d.recall_epoch.load() != epoch) d.invalidator->Replay(epoch);
+}
+
+void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Daemon& d = DaemonOf(req);
+  const uint64_t epoch = d.recall_epoch.load();
+  LookupAnswer(req, parent, name, epoch);
+  ReplayRecallsAfter(d, epoch);  // `req` is answered: only `d` may be used
 }
 
 void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -762,15 +775,19 @@ Result<size_t> FillDirBuffer(fuse_req_t req, fuse_ino_t ino, off_t off, bool plu
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   auto& dh = *reinterpret_cast<DirHandle*>(fi->fh);
+  Daemon& d = DaemonOf(req);
   std::vector<char> buf(size);
   Result<size_t> used = InvalidArgument("unset");
+  uint64_t epoch = 0;  // the recall epoch before the oldest page this reply draws on was asked
   {
     // Unlocked before the reply: once the kernel has the reply, RELEASEDIR may free `dh`.
     std::lock_guard lock(dh.mu);
+    epoch = dh.pending.empty() ? d.recall_epoch.load() : dh.pending_epoch;
     used = FillDirBuffer(req, ino, off, plus, dh, buf);
   }
   if (!used.ok()) return ReplyError(req, used.status(), plus ? "readdirplus" : "readdir");
   fuse_reply_buf(req, buf.data(), *used);
+  if (plus) ReplayRecallsAfter(d, epoch);  // the kernel makes the entries' inodes and dentries
 }
 
 void OnReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {

@@ -21,6 +21,7 @@
 #include "aquifer/client.h"
 #include "client_fuse/group_cache.h"
 #include "client_fuse/inode_table.h"
+#include "client_fuse/kernel_invalidator.h"
 #include "client_fuse/lock_waiters.h"
 #include "client_fuse/mount_options.h"
 
@@ -66,6 +67,10 @@ struct Daemon {
   // may carry what a recall already dropped (the reply was computed before the change; the
   // recall came first on another connection): the kernel gets it with timeouts 0.
   std::atomic<uint64_t> recall_epoch{0};
+  // Sends the recalls' notifications to the kernel (cache leases only; else nullptr). A lookup
+  // or readdirplus during which recall_epoch moved calls Replay after its reply (see
+  // kernel_invalidator.h: the kernel makes the reply's inodes and dentries after the recall).
+  KernelInvalidator* invalidator = nullptr;
   // The client caches under cache leases and recalls reach the kernel (main.cc); set before the
   // session is mounted. Then lookups that find nothing get negative entries (the kernel caches
   // "absent" for entry_timeout), and no kernel timeout outlasts the client's trust in its

@@ -7,6 +7,11 @@
 
 namespace aquifer::fuse {
 
+namespace {
+constexpr std::chrono::seconds kKeepFor(2);
+constexpr size_t kKeepAtMost = 4096;
+}  // namespace
+
 KernelInvalidator::KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound,
                                      std::function<bool(uint64_t)> kernel_has)
     : session_(session), bound_(bound), kernel_has_(std::move(kernel_has)) {
@@ -30,10 +35,12 @@ void KernelInvalidator::Stop() {
   }
 }
 
-void KernelInvalidator::Attrs(InodeId inode) { Queue(Item{false, inode.value(), {}}); }
+void KernelInvalidator::Attrs(InodeId inode, uint64_t epoch) {
+  Queue(Item{false, inode.value(), {}}, epoch);
+}
 
-void KernelInvalidator::Name(InodeId parent, const std::string& name) {
-  Queue(Item{true, parent.value(), name});
+void KernelInvalidator::Name(InodeId parent, const std::string& name, uint64_t epoch) {
+  Queue(Item{true, parent.value(), name}, epoch);
 }
 
 void KernelInvalidator::ResendLocked(const Item& item, Clock::time_point now) {
@@ -47,9 +54,23 @@ void KernelInvalidator::ResendLocked(const Item& item, Clock::time_point now) {
   lane.work_cv.notify_one();
 }
 
-void KernelInvalidator::Queue(Item item) {
+void KernelInvalidator::Replay(uint64_t after_epoch) {
+  std::lock_guard lock(mu_);
+  if (stop_) return;
+  const Clock::time_point now = Clock::now();
+  for (const Kept& k : kept_) {
+    if (k.epoch > after_epoch) ResendLocked(k.item, now);
+  }
+}
+
+void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   std::unique_lock lock(mu_);
   if (stop_) return;
+  const Clock::time_point now = Clock::now();
+  while (!kept_.empty() && (kept_.size() >= kKeepAtMost || now - kept_.front().at > kKeepFor)) {
+    kept_.pop_front();
+  }
+  kept_.push_back(Kept{epoch, now, item});
   Lane& lane = LaneOf(item);
   lane.queue.push_back(std::move(item));
   const uint64_t ticket = ++lane.queued;

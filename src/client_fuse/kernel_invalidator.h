@@ -34,15 +34,18 @@ namespace aquifer::fuse {
 // Stop() (also the destructor) ends the threads, dropping what is queued; it must run before the
 // session is unmounted or destroyed, and later calls return at once.
 //
-// Resends: a notification about an inode or name the kernel does not know yet does nothing
+// Replay: a notification about an inode or name the kernel does not know yet does nothing
 // (-ENOENT), and a lookup or readdirplus reply that crossed the recall then brings the old state
-// in after it: the reply is computed before another host's change, the recall arrives on another
-// connection while the reply is on its way, and the kernel makes the inode or dentry from the
-// reply only when the waiting process runs again, after our write of the reply returned. So an
-// attribute notification for an inode the mount has handed out (see the constructor) is retried
-// until it lands, before it counts as sent, and every notification the kernel answers -ENOENT is
-// sent again 5 ms and 50 ms later (names have no lookup count to tell). Sending one twice costs
-// the kernel one more lookup or getattr.
+// in after it: the reply is computed before another host's change, the recall of that change
+// arrives on another connection while the reply is on its way, and the kernel makes the inode or
+// dentry from the reply only when the waiting process runs again, after our write of the reply
+// returned. So each notification is numbered with the mount's recall epoch and kept for 2 s; a
+// handler whose reply may have crossed recalls (the epoch moved since its request began) calls
+// Replay(its epoch) after replying, and the notifications numbered above it are sent again 5 ms
+// and 50 ms later, when the kernel has made what the reply described. A recall that comes after
+// the handler replied but before the kernel made the inode or dentry meets -ENOENT: every
+// notification the kernel answers -ENOENT is sent again 5 ms and 50 ms later too. Sending one
+// twice costs the kernel one more lookup or getattr.
 class KernelInvalidator {
  public:
   // `kernel_has(ino)`: whether this mount has handed the kernel an entry of the inode it has not
@@ -58,8 +61,13 @@ class KernelInvalidator {
   KernelInvalidator(const KernelInvalidator&) = delete;
   KernelInvalidator& operator=(const KernelInvalidator&) = delete;
 
-  void Attrs(InodeId inode);
-  void Name(InodeId parent, const std::string& name);
+  // `epoch`: the recall epoch this notification was given (Daemon::recall_epoch after it was
+  // counted); numbers the notification for Replay.
+  void Attrs(InodeId inode, uint64_t epoch);
+  void Name(InodeId parent, const std::string& name, uint64_t epoch);
+  // Sends again, 5 ms and 50 ms from now, every notification of the last 2 s numbered above
+  // `after_epoch`. Does not wait.
+  void Replay(uint64_t after_epoch);
   void Stop();
 
  private:
@@ -68,6 +76,11 @@ class KernelInvalidator {
     bool is_name = false;
     uint64_t inode = 0;
     std::string name;
+  };
+  struct Kept {
+    uint64_t epoch = 0;
+    Clock::time_point at;
+    Item item;
   };
   struct Delayed {
     Clock::time_point due;
@@ -84,7 +97,7 @@ class KernelInvalidator {
     std::thread thread;
   };
   Lane& LaneOf(const Item& item) { return lanes_[item.is_name ? 1 : 0]; }
-  void Queue(Item item);
+  void Queue(Item item, uint64_t epoch);
   // Adds resends of `item` 5 ms and 50 ms from `now` to its lane. mu_ held.
   void ResendLocked(const Item& item, Clock::time_point now);
   int Send(const Item& item);  // the kernel's answer (0, -ENOENT, ...)
@@ -93,8 +106,9 @@ class KernelInvalidator {
   fuse_session* const session_;
   const std::chrono::milliseconds bound_;
   const std::function<bool(uint64_t)> kernel_has_;
-  std::mutex mu_;  // guards stop_ and both lanes' queues and counters
+  std::mutex mu_;  // guards stop_, kept_ and both lanes' queues and counters
   bool stop_ = false;
+  std::deque<Kept> kept_;  // the last 2 s of notifications (at most 4,096), oldest first
   Lane lanes_[2];
 };
 

@@ -277,13 +277,12 @@ int Run(int argc, char** argv) {
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {
-      daemon.recall_epoch.fetch_add(1);
-      inv->Attrs(inode);
+      inv->Attrs(inode, daemon.recall_epoch.fetch_add(1) + 1);
     };
     client_options.on_name_recalled = [inv, &daemon](InodeId parent, const std::string& name) {
-      daemon.recall_epoch.fetch_add(1);
-      inv->Name(parent, name);
+      inv->Name(parent, name, daemon.recall_epoch.fetch_add(1) + 1);
     };
+    daemon.invalidator = inv;
   }
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
