@@ -435,6 +435,16 @@ uint64_t Client::ReadCacheBytes() const { return impl_->cache_->used_bytes(); }
 Result<Client::Opened> Client::Open(InodeId inode, int flags, const Caller& caller) {
   std::shared_lock<std::shared_mutex> taking;
   Result<client::OpenReply> reply = impl_->OpenWithLeaseWait(inode, flags, caller, &taking);
+  const bool gone = reply.ok() ? reply->attr.nlink == 0
+                               : reply.status().code() == Code::kNotFound ||
+                                     reply.status().code() == Code::kStale;
+  if (gone) {
+    // The inode lost its last name (or is gone) while something here still named it: a kernel
+    // dentry, or attributes this client kept under a cache lease whose recall is on its way
+    // (another host's rename-over has not returned yet). The caller will look the name up again
+    // (the kernel does on ESTALE): that lookup must ask the server, not find the kept copy.
+    impl_->meta_->ForgetCached(inode);
+  }
   if (!reply.ok()) return reply.status();
   return impl_->OpenWith(std::move(*reply), flags, std::move(taking));
 }

@@ -623,6 +623,60 @@ TEST_F(ClusterTest, CloseToOpenBetweenTwoClients) {
   EXPECT_TRUE(*b->ReadFile("/x", kRoot) == v2);
 }
 
+// The storm's ESTALE (issue 18 "never ESTALE for a name that exists"): B keeps a file's
+// attributes under a cache lease; A renames another file over its name; B opens the old inode
+// in the window before the recall reaches it (the rename has not returned: either file is a right
+// answer) and finds it unlinked, so the mount answers ESTALE and the kernel looks the name up
+// again once. That lookup must reach the server. It used to be answered from the kept copy, the
+// old inode again, and the second ESTALE went to the application.
+TEST_F(ClusterTest, AnOpenThatFindsItsKeptFileReplacedHasTheNextLookupAskTheServer) {
+  StartCluster();
+  ClientOptions caching;
+  caching.cache_leases = true;
+  auto a = NewClient(caching);
+  auto b = NewClient(caching);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(b->CachesUnderLeases());
+  ASSERT_OK(a->WriteFile("/t", "old bytes", kRoot));
+  ASSERT_OK(a->WriteFile("/.tmp", "new bytes", kRoot));
+  Result<Attributes> fresh = a->Resolve("/.tmp", kRoot);
+  ASSERT_TRUE(fresh.ok());
+  // A few misses make B list the directory (DirNames); the server's answer for "t" is then kept.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(b->Lookup(kRootInode, "absent" + std::to_string(i), kRoot).status().code(),
+              Code::kNotFound);
+  }
+  Result<Attributes> old = b->Lookup(kRootInode, "t", kRoot);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_NE(old->inode, fresh->inode);
+
+  // B takes the recall of the rename 2 s late; A's rename waits for B's acknowledgement.
+  failpoint::ScopedFailPoint late("client.cache_recall.before_forget:delay=2000@1");
+  std::future<Status> renamed = std::async(std::launch::async, [&] {
+    return a->Rename(kRootInode, ".tmp", kRootInode, "t", 0, kRoot);
+  });
+  bool unlinked = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Result<Client::Opened> o = b->Open(old->inode, O_RDONLY, kRoot);
+        if (!o.ok()) {
+          unlinked = true;  // gone already: as stale as unlinked
+          return true;
+        }
+        unlinked = o->attr.nlink == 0;
+        EXPECT_OK(b->Release(std::move(o->file)));
+        return unlinked;
+      },
+      std::chrono::milliseconds(1500)))
+      << "the server never showed the old inode unlinked";
+  ASSERT_EQ(renamed.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the rename returned before B took its recall: the test proves nothing";
+  Result<Attributes> again = b->Lookup(kRootInode, "t", kRoot);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->inode, fresh->inode) << "the lookup after a stale open found the kept old inode";
+  EXPECT_OK(renamed.get());
+}
+
 // Write-lease recall (docs/design.md "Write-lease recall"). Before it, B's open waited for A's
 // close (lease_wait, then kWouldBlock): a log or results file shared by two hosts failed.
 TEST_F(ClusterTest, ASecondWriterRecallsTheLeaseAndTheFirstTakesItBackAtItsNextWrite) {

@@ -19,6 +19,7 @@
 
 #include "aquifer/units.h"
 #include "client/rpc/dir_names.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
@@ -667,6 +668,7 @@ class GrpcMetaClient final : public MetaClient {
     const auto sent = SteadyClock::now();
     Status s = FromRpc(Call(&pb::MetaService::Stub::WaitRecall, req, &resp, Retry::kBrief), &resp);
     if (!s.ok()) return s;
+    if (resp.cache_recalls_size() > 0) AQ_FAILPOINT("client.cache_recall.before_forget");
     Recalls out;
     const uint64_t seen = seen_recall_epoch_.exchange(resp.recall_epoch());
     if (resp.recall_epoch() != seen) {
