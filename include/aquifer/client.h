@@ -177,6 +177,13 @@ struct ClientOptions {
   // then acknowledges. Both run on the recall thread and must return promptly (a change on
   // another host waits for them; the mount bounds its kernel call). Null: nothing to call.
   bool cache_leases = false;
+  // Opens without a round trip (docs/design.md "Opens without a round trip"): with cache leases
+  // on, a read-only open of a regular file whose attributes this client keeps under the lease
+  // is answered from them; the metadata server learns of the open only when it recalls the
+  // inode (another host changes or deletes it), when this client itself unlinks, renames or
+  // truncates, or when the server restarts. An open and close that meet none of these cost no
+  // metadata call.
+  bool lazy_opens = true;
   std::function<void(InodeId)> on_attrs_recalled;
   std::function<void(InodeId parent, const std::string& name)> on_name_recalled;
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O

@@ -224,6 +224,7 @@ void Client::Impl::RenewSession(SessionId lost) {
   session_.store(fresh->id.value());
   if (cache_leases_on_) meta_->SetCacheSession(fresh->id, cache_lease_);
   Logger("client")->info("session renewed old={} new={}", lost.value(), fresh->id.value());
+  RegisterAllLazy();  // the new session holds no lease the server would recall them through
 }
 
 Attributes Client::Impl::Overlay(Attributes attr) {
@@ -381,6 +382,7 @@ Result<Attributes> Client::Link(InodeId inode, InodeId new_parent, std::string_v
 
 Status Client::Unlink(InodeId parent, std::string_view name, const Caller& caller) {
   if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  impl_->RegisterAllLazy();  // the server keeps an inode open here only if it knows of the open
   return impl_->meta_->Unlink(parent, name, caller);
 }
 
@@ -393,6 +395,7 @@ Status Client::Rename(InodeId parent, std::string_view name, InodeId new_parent,
                       std::string_view new_name, uint32_t flags, const Caller& caller) {
   AQ_RETURN_IF_ERROR(CheckName(new_name));
   if (name.size() > kMaxNameBytes) return Status(Code::kNameTooLong, "name over 255 bytes");
+  impl_->RegisterAllLazy();  // a rename over a file open here: as Unlink
   return impl_->meta_->Rename(parent, name, new_parent, new_name, flags, caller);
 }
 
@@ -433,6 +436,10 @@ uint64_t Client::ReadCacheBytes() const { return impl_->cache_->used_bytes(); }
 // --- files ---------------------------------------------------------------------------------
 
 Result<Client::Opened> Client::Open(InodeId inode, int flags, const Caller& caller) {
+  if (std::optional<Opened> lazy = impl_->OpenLazily(inode, flags, caller)) return std::move(*lazy);
+  // An O_TRUNC cuts stripes a lazy reader of this client may still read: the server must know
+  // of it first, to hold them (MetadataService::TruncateLocked).
+  if (flags & O_TRUNC) impl_->RegisterLazy(&inode);
   std::shared_lock<std::shared_mutex> taking;
   Result<client::OpenReply> reply = impl_->OpenWithLeaseWait(inode, flags, caller, &taking);
   const bool gone = reply.ok() ? reply->attr.nlink == 0
@@ -456,6 +463,7 @@ Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uin
   mode = (mode & ~S_IFMT) | S_IFREG;
   const auto deadline = std::chrono::steady_clock::now() + impl_->options_.lease_wait;
   std::chrono::milliseconds backoff(10);
+  if (flags & O_TRUNC) impl_->RegisterAllLazy();  // it may truncate an existing file: as Open
   for (;;) {
     // A create for write takes the lease: as an open (Impl::OpenWithLeaseWait).
     std::shared_lock<std::shared_mutex> taking;
@@ -503,6 +511,11 @@ bool Client::Impl::RefreshViewAfterStale(const OpenFile& f, const FileView& befo
 
 template <class Fn>
 auto Client::Impl::ReadWithFreshViews(OpenFile& file, Fn&& read) -> decltype(read()) {
+  if (lazy_count_.load() != 0 && meta_->CacheTrustedUntil() <= std::chrono::steady_clock::now()) {
+    // Cut off from the server past the lease's trust: it may have stopped holding inodes for
+    // this client's recalls. Opens it knows of keep the inodes.
+    RegisterAllLazy();
+  }
   for (int attempt = 1;; ++attempt) {
     // The view the read goes by (or an older one): a view refreshed by another thread during
     // the read is a reason to read again, not a sign of lost chunks.

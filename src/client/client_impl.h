@@ -259,6 +259,13 @@ class OpenFile {
     mtime = a.mtime;
   }
 
+  // A read-only handle opened without telling the metadata server (Client::Impl::OpenLazily):
+  // kLazy until RegisterLazy told it (kRegistering during that call), then kTold; kLost when
+  // that open was refused (the inode is gone). Guarded by Client::Impl::lazy_mu_.
+  enum class Lazy : uint8_t { kNo, kLazy, kRegistering, kTold, kLost };
+  Lazy lazy = Lazy::kNo;
+  Caller lazy_caller;  // whose open it is (the server checks the rights again when told)
+
   // Sequential-read detection.
   std::mutex seq_mu;  // guards next_offset, sequential
   uint64_t next_offset = 0;
@@ -373,6 +380,32 @@ class Client::Impl {
   // Before an unlock: commits what writers of `inode` buffered, so the next holder of the lock,
   // on any host, reads it.
   Status CommitForUnlock(InodeId inode);
+
+  // Opens without a round trip (lazy_opens.cc; docs/design.md "Opens without a round trip").
+  // lazy_ lists the read-only handles of this client the metadata server does not know are
+  // open, by inode. The server keeps an inode cached by another session from deletion (and its
+  // truncated chunks from GC) until that session acknowledged the recall of it
+  // (MetadataService::HoldForRecall), so each is told before any acknowledgement that covers
+  // it: HandleCacheRecall, a new server run, a new session, this client's own unlink, rename or
+  // truncate, and a read after the lease stopped being trusted. lazy_mu_ is a leaf; RPCs run
+  // without it (a handle being told is kRegistering: Release waits on lazy_cv_).
+  std::mutex lazy_mu_;
+  std::condition_variable lazy_cv_;
+  std::unordered_map<InodeId, std::vector<OpenFile*>> lazy_;
+  std::atomic<size_t> lazy_count_{0};  // handles in lazy_, read without lazy_mu_
+  // A read-only open answered from the attributes kept under the cache lease; nothing when it
+  // cannot be (no kept attributes, not a plain read-only open of a regular file, no read right
+  // by the kept mode; the caller then opens at the server).
+  std::optional<Opened> OpenLazily(InodeId inode, int flags, const Caller& caller);
+  // Tells the metadata server of the lazy opens of `inode` (every inode when null), one Open
+  // each, before returning. Refused opens leave their handle kLost (its reads go on under the
+  // view it had; its release sends nothing).
+  void RegisterLazy(const InodeId* inode);
+  void RegisterAllLazy() {
+    if (lazy_count_.load() != 0) RegisterLazy(nullptr);
+  }
+  // At release: true when the server never heard of this open (nothing to release there).
+  bool ForgetLazy(OpenFile& f);
 
   // File I/O (file_io.cc).
   // Makes the handle of an open the metadata server answered. `taking` (give_mu_, shared, for

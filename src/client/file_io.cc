@@ -165,10 +165,11 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
   }
   const InodeId inode = f->inode;
   const bool was_write = f->writable;
+  const bool untold = !was_write && ForgetLazy(*f);  // the server never counted this open
   // The kernel may hold this handle's size a while longer; the next handle may start shorter.
   registry_->replaced.Note(inode, f->View(), options_.replaced_view_keep);
   f.reset();  // after the commit, before the release: no one uses this handle's state any more
-  QueueRelease(inode, was_write);
+  if (!untold) QueueRelease(inode, was_write);
   return result;
 }
 
@@ -495,6 +496,7 @@ Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
 }
 
 Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Caller& caller) {
+  RegisterLazy(&inode);  // as Client::Open with O_TRUNC
   OpenFile* writer = nullptr;
   {
     std::lock_guard lock(registry_->mu);

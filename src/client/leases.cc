@@ -93,6 +93,9 @@ void Client::Impl::RecallLoop() {
       }
       recall_epoch_ = recalls->recall_epoch;
       acked_seq_ = 0;
+      // The new run knows neither this client's leases nor its lazy opens; the resync (the next
+      // ask) lets other hosts' changes go on, so they are told first.
+      RegisterAllLazy();
     }
     if (!recalls.ok() && recalls.status().code() == Code::kNotSupported) {
       Logger("client")->info("metadata server has no write-lease recall; not asking again");
@@ -154,6 +157,8 @@ void Client::Impl::GiveLoop() {
 void Client::Impl::HandleCacheRecall(const client::CacheRecall& recall) {
   for (InodeId inode : recall.inodes) {
     meta_->ForgetCached(inode);
+    // Before the acknowledgement: the server holds the inode until it comes.
+    if (lazy_count_.load() != 0) RegisterLazy(&inode);
     if (options_.on_attrs_recalled) options_.on_attrs_recalled(inode);
   }
   if (options_.on_name_recalled) {

@@ -20,6 +20,7 @@ struct ScopeWaits {
   std::vector<std::pair<uint64_t, uint64_t>> waits;
   bool resync = false;  // a change ran while restored sessions had not resynced
   uint64_t self = 0;    // the scope's session
+  std::vector<uint64_t> holds;  // inodes HoldForRecall kept for the recalls' duration
 };
 thread_local ScopeWaits scope_waits;
 }  // namespace
@@ -35,6 +36,53 @@ void EndScopeWaits() {
   scope_waits = ScopeWaits{};
   if (done.service != nullptr && (!done.waits.empty() || done.resync)) {
     done.service->AwaitCacheRecalls(done.waits, done.resync, done.self);
+  }
+  if (done.service != nullptr && !done.holds.empty()) done.service->ReleaseRecallHolds(done.holds);
+}
+
+bool MetadataService::HoldForRecall(Txn& txn, uint64_t ino) {
+  if (options_.cache_lease_ms == 0 || !scope_waits.active) return false;
+  const uint64_t self = CurrentRequestTag().session;
+  bool cached_elsewhere = resync_open_.load();
+  if (!cached_elsewhere) {
+    std::lock_guard lock(lease_mu_);
+    auto it = cache_holders_.find(ino);
+    if (it != cache_holders_.end()) {
+      for (uint64_t h : it->second) {
+        if (h != self && sessions_.count(h)) {
+          cached_elsewhere = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!cached_elsewhere) return false;
+  if (std::find(scope_waits.holds.begin(), scope_waits.holds.end(), ino) ==
+      scope_waits.holds.end()) {
+    txn.State(ino).opens[kRecallHoldSession].total++;
+    scope_waits.holds.push_back(ino);
+  }
+  scope_waits.service = this;
+  scope_waits.self = self;
+  return true;
+}
+
+void MetadataService::ReleaseRecallHolds(const std::vector<uint64_t>& inodes) {
+  std::unique_lock lock(mu_);
+  Txn txn(this);
+  for (uint64_t ino : inodes) {
+    const InodeState* cur = txn.FindState(ino);
+    if (cur == nullptr || !cur->opens.count(kRecallHoldSession)) continue;
+    InodeState& st = txn.State(ino);
+    auto hold = st.opens.find(kRecallHoldSession);
+    if (--hold->second.total == 0) st.opens.erase(hold);
+    Status s = MaybeDeleteOrphan(txn, InodeId(ino));
+    if (!s.ok()) Logger("meta")->error("drop held inode={} failed: {}", ino, s.ToString());
+  }
+  Status applied = Apply(txn, false);
+  if (!applied.ok()) {
+    Logger("meta")->error("release recall holds of {} inodes failed: {}", inodes.size(),
+                          applied.ToString());
   }
 }
 

@@ -539,7 +539,8 @@ void MetadataService::ReleaseGcHolds(uint64_t ino) {
 }
 
 Status MetadataService::DropInode(Txn& txn, Inode* n) {
-  const bool open = txn.IsOpen(n->ino.value());
+  const bool open =
+      txn.IsOpen(n->ino.value()) || (n->is_reg() && HoldForRecall(txn, n->ino.value()));
   if (open && !n->is_dir()) {
     txn.Dirty(n);  // stays, nlink 0, until the last release or its session's end
     txn.batch.PutOrphan(n->ino);
@@ -586,7 +587,7 @@ Status MetadataService::TruncateLocked(Txn& txn, Inode* n, uint64_t new_size, bo
       n->lost_stripes.erase(cut, n->lost_stripes.end());
       // A reader that opened before the truncate still names the old chunks: the GC waits for
       // the inode's last close (Release, ReleaseAllOf).
-      const bool open = opening || txn.IsOpen(n->ino.value());
+      const bool open = opening || txn.IsOpen(n->ino.value()) || HoldForRecall(txn, n->ino.value());
       AddGcTask(txn, n->ino, from, floor, open);
     }
   }

@@ -728,6 +728,14 @@ class MetadataService {
   std::set<uint64_t> resync_;
   std::chrono::steady_clock::time_point resync_deadline_;
   std::atomic<bool> resync_open_{false};
+  // A change in a RequestScope is about to delete `ino` (its last name went) or drop chunks of
+  // it (a truncate): when another session caches its attributes, that session may have opened
+  // it without telling this server (a lazy open: docs/design.md "Opens without a round trip"),
+  // and tells it in its answer to the recall this change sends. So the inode counts as open, by
+  // the pseudo-session kRecallHoldSession, until the scope's recalls were acknowledged or their
+  // leases broken (ReleaseRecallHolds); then the registered opens decide. Also while sessions of
+  // the last run have not resynced. True when held (mu_ exclusive; takes lease_mu_).
+  bool HoldForRecall(Txn& txn, uint64_t ino);
   // Records `session` as a cache holder of each inode (mu_ held, shared or exclusive).
   void GrantCache(SessionId session, std::initializer_list<uint64_t> inodes);
   void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
@@ -736,6 +744,10 @@ class MetadataService {
   // exclusive).
   void RecallCaches(const Txn& txn);
  public:
+  // After the recalls of a RequestScope were acknowledged (or their leases broken): drops the
+  // holds HoldForRecall took on `inodes`, deleting those left unlinked and unopened and letting
+  // their held truncate GC go (takes mu_). Called by ~RequestScope.
+  void ReleaseRecallHolds(const std::vector<uint64_t>& inodes);
   // Waits for the recalls noted on this thread (no lock held). Called by ~RequestScope.
   // `resync`: also wait for the restart's resync (resync_) of every session but `self`.
   void AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits, bool resync,

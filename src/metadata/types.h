@@ -214,6 +214,11 @@ struct LockRecord {
   bool flock = false;
 };
 
+// The pseudo-session whose open keeps an inode (and its truncated chunks) while another session
+// that may have opened it without a round trip answers a recall (MetadataService::HoldForRecall).
+// Never a real session's id; after a restart it counts as an unknown session, reaped as expired.
+inline constexpr uint64_t kRecallHoldSession = UINT64_MAX;
+
 // What sessions hold on one inode: opens by session, the write lease, locks. Persisted with every
 // change, in the batch of the operation that made it.
 struct InodeState {

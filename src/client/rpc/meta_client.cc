@@ -702,6 +702,10 @@ class GrpcMetaClient final : public MetaClient {
     if (cache_session_.load(std::memory_order_relaxed) == 0) return SteadyClock::time_point::max();
     return names_.TrustedUntil();
   }
+  std::optional<Attributes> KeptAttr(InodeId inode) override {
+    if (cache_session_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+    return names_.CachedAttr(inode);
+  }
   void ForgetCached(InodeId inode) override {
     ForgetDir(inode);
     names_.Touched(inode);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -187,6 +188,12 @@ class MetaClient {
     return Recalls{std::move(*r), {}};
   }
   virtual void ForgetCached(InodeId inode) { (void)inode; }
+  // The attributes of `inode` this client keeps under its cache lease (DirNames::CachedAttr):
+  // current as of the last recall handled, while the lease is trusted. Nothing otherwise.
+  virtual std::optional<Attributes> KeptAttr(InodeId inode) {
+    (void)inode;
+    return std::nullopt;
+  }
   // Until when what this client caches under cache leases is trusted (DirNames::Heard): what
   // it hands on (the kernel's timeouts) must not outlive it. time_point::max() without cache
   // leases (nothing is recalled; the caller's own timeouts rule). Thread-safe.
