@@ -651,6 +651,9 @@ InodeId Client::InodeOf(const OpenFile& file) { return file.inode; }
 
 Status Client::SetLock(InodeId inode, uint64_t owner, const LockRange& range, bool flock,
                        bool wait, OnCommitError on_commit_error) {
+  // The server drops a session's locks of an inode at its last release there, which it counts
+  // only for opens it was told of.
+  if (range.type != F_UNLCK && impl_->lazy_count_.load() != 0) impl_->RegisterLazy(&inode);
   Status committed;
   if (range.type == F_UNLCK) {
     // What this client wrote under the lock is committed before another holder can read it. If

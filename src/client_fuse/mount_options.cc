@@ -73,13 +73,17 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.http_listen = std::string(value);
     } else if (key == "http_port_file") {
       opts.http_port_file = std::string(value);
-    } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases") {
+    } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases" ||
+               key == "lazy_opens") {
       if (value != "0" && value != "1") {
         return InvalidArgument("bad value '" + std::string(value) + "' for " + std::string(key) +
                                " (0 or 1)");
       }
-      (key == "data_wire" ? opts.data_wire
-                          : key == "meta_wire" ? opts.meta_wire : opts.cache_leases) = value == "1";
+      bool& flag = key == "data_wire"      ? opts.data_wire
+                   : key == "meta_wire"    ? opts.meta_wire
+                   : key == "cache_leases" ? opts.cache_leases
+                                           : opts.lazy_opens;
+      flag = value == "1";
     } else {
       opts.fuse_options.emplace_back(opt);
     }
@@ -161,6 +165,8 @@ const char* UsageText() {
          "  http_listen=HOST:PORT (serve /metrics there; port 0: kernel chooses), http_port_file=F\n"
          "  (write the bound HOST:PORT there),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
+         "  lazy_opens=0|1 (read-only opens of files known under the cache lease cost no\n"
+         "  metadata call, 1),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
          "  for an unreachable or restarting aquifer-meta, 0..3600, default 120, then EIO);\n"

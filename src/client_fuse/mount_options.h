@@ -38,6 +38,10 @@ struct MountOptions {
                                       // changes drop this kernel's names and attributes before
                                       // they return there (docs/design.md "Cache leases");
                                       // default 1
+  bool lazy_opens = true;             // -o lazy_opens=0|1: a read-only open of a file whose
+                                      // attributes are kept under the cache lease asks the
+                                      // metadata server nothing (docs/design.md "Opens without a
+                                      // round trip"); default 1
   double lease_wait_s = 30;           // -o lease_wait=S: an open for write waits this long for
                                       // another host's write lease, then fails with EAGAIN
   double meta_wait_s = 120;           // -o meta_wait=S (0..3600): a metadata call waits this

@@ -127,6 +127,18 @@ TEST(MountOptionsTest, CacheLeasesAreOnByDefaultAndTakeOnlyZeroOrOne) {
   }
 }
 
+TEST(MountOptionsTest, LazyOpensAreOnByDefaultAndTakeOnlyZeroOrOne) {
+  EXPECT_TRUE(Parse({"h:1", "/m"})->lazy_opens);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "lazy_opens=0"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->lazy_opens);
+  EXPECT_TRUE(o->cache_leases);
+  EXPECT_TRUE(o->fuse_options.empty());
+  for (const char* bad : {"lazy_opens=2", "lazy_opens=", "lazy_opens=on"}) {
+    EXPECT_EQ(Parse({"h:1", "/m", "-o", bad}).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(MountOptionsTest, HelpNeedsNoPositionals) {
   Result<MountOptions> o = Parse({"--help"});
   ASSERT_TRUE(o.ok());
