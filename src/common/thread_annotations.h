@@ -81,6 +81,10 @@ class SCOPED_CAPABILITY MutexLock {
   MutexLock& operator=(const MutexLock&) = delete;
 
   std::unique_lock<std::mutex>& native() { return lock_; }
+  // Lets go of the mutex before the scope ends (around a call that must not hold it) and takes
+  // it again; the destructor releases only what is held.
+  void Unlock() RELEASE() { lock_.unlock(); }
+  void Lock() ACQUIRE() { lock_.lock(); }
 
  private:
   std::unique_lock<std::mutex> lock_;
