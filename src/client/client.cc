@@ -228,7 +228,7 @@ void Client::Impl::RenewSession(SessionId lost) {
 }
 
 Attributes Client::Impl::Overlay(Attributes attr) {
-  std::lock_guard lock(registry_->mu);
+  MutexLock lock(registry_->mu);
   auto recent = registry_->recent_commits.find(attr.inode);
   if (recent != registry_->recent_commits.end() && attr.mode != 0 && S_ISREG(attr.mode) &&
       attr.data_version < recent->second.attr.data_version) {

@@ -25,6 +25,7 @@
 #include "client/rpc/meta_client.h"
 #include "client/stripe_cache.h"
 #include "client/thread_pool.h"
+#include "common/thread_annotations.h"
 
 namespace aquifer {
 
@@ -92,8 +93,10 @@ class ReplacedViews {
 // Open handles of this client, by inode, and the dirty-byte total. Shared by OpenFiles so a
 // handle may outlive the Client without dangling.
 struct Registry {
-  std::mutex mu;  // guards files and every OpenFile's pins
-  std::multimap<InodeId, OpenFile*> files;
+  // Guards files, recent_commits and every OpenFile's pins (not annotated: the analysis cannot
+  // tell that a handle's registry is this one). Taken under Client::Impl::recall_mu_.
+  Mutex mu;
+  std::multimap<InodeId, OpenFile*> files GUARDED_BY(mu);
   std::condition_variable unpinned;  // an OpenFile's pins dropped to 0
   std::atomic<uint64_t> dirty_bytes{0};
   ReplacedViews replaced;
@@ -108,7 +111,7 @@ struct Registry {
     Attributes attr;
     std::chrono::steady_clock::time_point at;
   };
-  std::unordered_map<InodeId, Committed> recent_commits;
+  std::unordered_map<InodeId, Committed> recent_commits GUARDED_BY(mu);
 };
 
 }  // namespace aquifer

@@ -71,8 +71,8 @@ OpenFile::~OpenFile() {
   }
   if (registry) {
     registry->dirty_bytes.fetch_sub(buffered_bytes);
-    std::unique_lock lock(registry->mu);
-    registry->unpinned.wait(lock, [this] { return pins == 0; });
+    MutexLock lock(registry->mu);
+    registry->unpinned.wait(lock.native(), [this] { return pins == 0; });
     auto [begin, end] = registry->files.equal_range(inode);
     for (auto it = begin; it != end; ++it) {
       if (it->second == this) {
@@ -128,7 +128,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
     return Internal("metadata server gave no write_version for a write open");
   }
   {
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     if (file->writable) {
       // A mount serves every descriptor of a file with one handle, the writer's once there is
       // one: this handle will answer the readers of a read-only handle opened before it, whose
@@ -400,7 +400,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
   f.SetView(reply->attr);  // the committed size and version: f.size, f.committed_version
   {
     const auto now = std::chrono::steady_clock::now();
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     auto& recent = registry_->recent_commits;
     if (recent.size() >= 4096) {
       std::erase_if(recent, [now](const auto& kv) {
@@ -420,7 +420,7 @@ Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,
                                                                const Caller& caller) {
   std::vector<OpenFile*> writers;
   {
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     auto [begin, end] = registry_->files.equal_range(inode);
     for (auto it = begin; it != end; ++it) {
       if (it->second->writable && it->second->dirty.load()) writers.push_back(it->second);
@@ -444,7 +444,7 @@ Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,
     }
   }
   {
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     for (OpenFile* w : writers) --w->pins;
   }
   if (!writers.empty()) registry_->unpinned.notify_all();
@@ -499,7 +499,7 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
   RegisterLazy(&inode);  // as Client::Open with O_TRUNC
   OpenFile* writer = nullptr;
   {
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     auto [begin, end] = registry_->files.equal_range(inode);
     for (auto it = begin; it != end; ++it) {
       if (it->second->writable) writer = it->second;
@@ -513,7 +513,7 @@ Status Client::Impl::TruncateInode(InodeId inode, uint64_t new_size, const Calle
       s = Truncate(*writer, new_size);
     }
     {
-      std::lock_guard lock(registry_->mu);
+      MutexLock lock(registry_->mu);
       --writer->pins;
     }
     registry_->unpinned.notify_all();

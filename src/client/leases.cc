@@ -21,7 +21,7 @@ constexpr std::chrono::milliseconds kRecallPoll{200};
 
 std::vector<OpenFile*> Client::Impl::PinHandles(InodeId inode, bool writers_only) {
   std::vector<OpenFile*> out;
-  std::lock_guard lock(registry_->mu);
+  MutexLock lock(registry_->mu);
   auto [begin, end] = registry_->files.equal_range(inode);
   for (auto it = begin; it != end; ++it) {
     if (writers_only && !it->second->writable) continue;
@@ -34,14 +34,14 @@ std::vector<OpenFile*> Client::Impl::PinHandles(InodeId inode, bool writers_only
 void Client::Impl::Unpin(const std::vector<OpenFile*>& files) {
   if (files.empty()) return;
   {
-    std::lock_guard lock(registry_->mu);
+    MutexLock lock(registry_->mu);
     for (OpenFile* f : files) --f->pins;
   }
   registry_->unpinned.notify_all();
 }
 
 bool Client::Impl::HasWriters() {
-  std::lock_guard lock(registry_->mu);
+  MutexLock lock(registry_->mu);
   return std::any_of(registry_->files.begin(), registry_->files.end(),
                      [](const auto& entry) { return entry.second->writable; });
 }

@@ -22,7 +22,7 @@ KernelInvalidator::~KernelInvalidator() { Stop(); }
 
 void KernelInvalidator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
   }
@@ -55,7 +55,7 @@ void KernelInvalidator::ResendLocked(const Item& item, Clock::time_point now) {
 }
 
 void KernelInvalidator::Replay(uint64_t after_epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_) return;
   const Clock::time_point now = Clock::now();
   for (const Kept& k : kept_) {
@@ -64,7 +64,7 @@ void KernelInvalidator::Replay(uint64_t after_epoch) {
 }
 
 void KernelInvalidator::Queue(Item item, uint64_t epoch) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (stop_) return;
   const Clock::time_point now = Clock::now();
   while (!kept_.empty() && (kept_.size() >= kKeepAtMost || now - kept_.front().at > kKeepFor)) {
@@ -75,7 +75,8 @@ void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   lane.queue.push_back(std::move(item));
   const uint64_t ticket = ++lane.queued;
   lane.work_cv.notify_one();
-  if (!lane.sent_cv.wait_for(lock, bound_, [&] { return stop_ || lane.sent >= ticket; })) {
+  if (!lane.sent_cv.wait_for(lock.native(), bound_,
+                              [&]() REQUIRES(mu_) { return stop_ || lane.sent >= ticket; })) {
     Logger("fuse")->debug("kernel invalidation still queued after {} ms (a request holds the "
                           "directory); acknowledged anyway", bound_.count());
   }
@@ -93,13 +94,13 @@ int KernelInvalidator::Send(const Item& item) {
 }
 
 void KernelInvalidator::Loop(Lane& lane) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (stop_) return;
     if (!lane.queue.empty()) {
       Item item = std::move(lane.queue.front());
       lane.queue.pop_front();
-      lock.unlock();
+      lock.Unlock();
       int rc = Send(item);
       if (rc == -ENOENT && !item.is_name && kernel_has_ && kernel_has_(item.inode)) {
         const Clock::time_point give_up = Clock::now() + bound_;
@@ -108,7 +109,7 @@ void KernelInvalidator::Loop(Lane& lane) {
           rc = Send(item);
         }
       }
-      lock.lock();
+      lock.Lock();
       ++lane.sent;
       lane.sent_cv.notify_all();
       // The kernel does not know the inode or name: it may be making it from a reply that
@@ -119,15 +120,17 @@ void KernelInvalidator::Loop(Lane& lane) {
     if (!lane.delayed.empty() && lane.delayed.front().due <= Clock::now()) {
       Item item = std::move(lane.delayed.front().item);
       lane.delayed.pop_front();
-      lock.unlock();
+      lock.Unlock();
       Send(item);
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (lane.delayed.empty()) {
-      lane.work_cv.wait(lock, [&] { return stop_ || !lane.queue.empty() || !lane.delayed.empty(); });
+      lane.work_cv.wait(lock.native(), [&]() REQUIRES(mu_) {
+        return stop_ || !lane.queue.empty() || !lane.delayed.empty();
+      });
     } else {
-      lane.work_cv.wait_until(lock, lane.delayed.front().due);
+      lane.work_cv.wait_until(lock.native(), lane.delayed.front().due);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "aquifer/ids.h"
+#include "common/thread_annotations.h"
 
 namespace aquifer::fuse {
 
@@ -97,18 +98,21 @@ class KernelInvalidator {
     std::thread thread;
   };
   Lane& LaneOf(const Item& item) { return lanes_[item.is_name ? 1 : 0]; }
-  void Queue(Item item, uint64_t epoch);
+  void Queue(Item item, uint64_t epoch) EXCLUDES(mu_);
   // Adds resends of `item` 5 ms and 50 ms from `now` to its lane. mu_ held.
-  void ResendLocked(const Item& item, Clock::time_point now);
+  void ResendLocked(const Item& item, Clock::time_point now) REQUIRES(mu_);
   int Send(const Item& item);  // the kernel's answer (0, -ENOENT, ...)
-  void Loop(Lane& lane);
+  void Loop(Lane& lane) EXCLUDES(mu_);
 
   fuse_session* const session_;
   const std::chrono::milliseconds bound_;
   const std::function<bool(uint64_t)> kernel_has_;
-  std::mutex mu_;  // guards stop_, kept_ and both lanes' queues and counters
-  bool stop_ = false;
-  std::deque<Kept> kept_;  // the last 2 s of notifications (at most 4,096), oldest first
+  // Guards stop_, kept_ and both lanes' queues and counters (Lane's fields are not annotated:
+  // a nested struct cannot name this member).
+  Mutex mu_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  // The last 2 s of notifications (at most 4,096), oldest first.
+  std::deque<Kept> kept_ GUARDED_BY(mu_);
   Lane lanes_[2];
 };
 

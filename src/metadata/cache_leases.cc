@@ -96,7 +96,7 @@ void MetadataService::GrantCache(SessionId session, const std::vector<uint64_t>&
   auto sess = sessions_.find(s);
   if (sess == sessions_.end()) return;  // unknown: the caller's next call renews its session
   sess->second->caches.store(true);
-  std::lock_guard lock(lease_mu_);
+  MutexLock lock(lease_mu_);
   for (uint64_t ino : inodes) {
     if (ino == 0) continue;
     std::vector<uint64_t>& holders = cache_holders_[ino];
@@ -122,7 +122,7 @@ void MetadataService::RecallCaches(const Txn& txn) {
   // ends or the inode is deleted.
   std::map<uint64_t, std::vector<uint64_t>> taken;
   {
-    std::lock_guard lock(lease_mu_);
+    MutexLock lock(lease_mu_);
     for (uint64_t ino : changed) {
       auto it = cache_holders_.find(ino);
       if (it == cache_holders_.end()) continue;
@@ -162,7 +162,7 @@ void MetadataService::RecallCaches(const Txn& txn) {
   }
   if (out.empty()) return;
   {
-    std::lock_guard lock(recall_mu_);
+    MutexLock lock(recall_mu_);
     for (auto& [h, recall] : out) {
       CacheQueue& q = cache_queues_[h];
       recall.seq = q.next_seq++;
@@ -182,11 +182,11 @@ void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, ui
                                         bool resync, uint64_t self) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.cache_lease_ms);
-  std::unique_lock lock(recall_mu_);
+  MutexLock lock(recall_mu_);
   if (resync) {
     // Sessions restored from the last run may trust names and attributes this change made
     // stale; none of their leases is known here, so wait for each to drop its caches.
-    const bool synced = ack_cv_.wait_until(lock, resync_deadline_, [&] {
+    const bool synced = ack_cv_.wait_until(lock.native(), resync_deadline_, [&]() REQUIRES(recall_mu_) {
       return recall_stop_ || resync_.empty() || (resync_.size() == 1 && resync_.count(self));
     });
     if (!synced && !resync_.empty() && resync_open_.exchange(false)) {
@@ -197,7 +197,7 @@ void MetadataService::AwaitCacheRecalls(const std::vector<std::pair<uint64_t, ui
     }
   }
   for (const auto& [h, seq] : waits) {
-    const bool acked = ack_cv_.wait_until(lock, deadline, [&, h = h, seq = seq] {
+    const bool acked = ack_cv_.wait_until(lock.native(), deadline, [&, h = h, seq = seq]() REQUIRES(recall_mu_) {
       auto it = cache_queues_.find(h);
       return recall_stop_ || it == cache_queues_.end() || it->second.acked >= seq;
     });
@@ -226,7 +226,7 @@ Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
     }
   }
   wait = std::clamp(wait, std::chrono::milliseconds(0), kMaxRecallWait);
-  std::unique_lock lock(recall_mu_);
+  MutexLock lock(recall_mu_);
   if (recall_epoch != recall_epoch_) {
     acked_seq = 0;  // counted in another run's seqs (or none yet): acknowledges nothing here
   } else if (resync_.erase(s) != 0) {
@@ -242,7 +242,7 @@ Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
     while (!pending.empty() && pending.front().seq <= q->second.acked) pending.pop_front();
     ack_cv_.notify_all();
   }
-  recall_cv_.wait_for(lock, wait, [&] {
+  recall_cv_.wait_for(lock.native(), wait, [&]() REQUIRES(recall_mu_) {
     if (recall_stop_ || recalls_.count(s) != 0) return true;
     auto it = cache_queues_.find(s);
     return it != cache_queues_.end() && !it->second.pending.empty();
@@ -263,7 +263,7 @@ Result<MetadataService::Recalls> MetadataService::WaitRecalls(SessionId session,
 }
 
 size_t MetadataService::CacheHolderCount(InodeId ino) {
-  std::lock_guard lock(lease_mu_);
+  MutexLock lock(lease_mu_);
   auto it = cache_holders_.find(ino.value());
   return it == cache_holders_.end() ? 0 : it->second.size();
 }

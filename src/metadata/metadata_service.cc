@@ -258,20 +258,25 @@ Status MetadataService::LoadSessionState(int64_t now) {
   auto states = store_->LoadInodeStates();
   if (!states.ok()) return states.status();
   std::unique_lock lock(mu_);
+  std::set<uint64_t> resync;
   for (const SessionRecord& rec : *sessions) {
     auto sess = std::make_unique<Session>();
     sess->client_name = rec.client_name;
     sess->last_seen_ms.store(now);
     sessions_[rec.id] = std::move(sess);
-    if (rec.caches && options_.cache_lease_ms > 0) resync_.insert(rec.id);
+    if (rec.caches && options_.cache_lease_ms > 0) resync.insert(rec.id);
   }
-  if (!resync_.empty()) {
-    resync_deadline_ =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.cache_lease_ms);
-    resync_open_.store(true);
-    Logger("meta")->info("cache leases: {} sessions cached names before the restart; changes "
-                         "wait up to {} ms for each to resync", resync_.size(),
-                         options_.cache_lease_ms);
+  {
+    MutexLock recall_lock(recall_mu_);  // a leaf under mu_
+    resync_ = std::move(resync);
+    if (!resync_.empty()) {
+      resync_deadline_ =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.cache_lease_ms);
+      resync_open_.store(true);
+      Logger("meta")->info("cache leases: {} sessions cached names before the restart; changes "
+                           "wait up to {} ms for each to resync", resync_.size(),
+                           options_.cache_lease_ms);
+    }
   }
   size_t locks = 0, leases = 0, unknown = 0;
   for (auto& [ino, st] : *states) {
@@ -290,7 +295,7 @@ Status MetadataService::LoadSessionState(int64_t now) {
   }
   // Truncate GC of an inode still open waits for its last close, as before the restart.
   {
-    std::lock_guard cluster(cluster_mu_);
+    MutexLock cluster(cluster_mu_);
     for (auto& [id, t] : gc_tasks_) {
       auto st = states_.find(t.ino.value());
       if (st == states_.end() || st->second.opens.empty()) continue;
@@ -310,7 +315,7 @@ Status MetadataService::LoadSessionState(int64_t now) {
 // --- caches -----------------------------------------------------------------------------------
 Result<std::optional<Inode>> MetadataService::FindInode(InodeId ino) {
   {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = inode_cache_.find(ino.value());
     if (it != inode_cache_.end()) {
       ++cache_counts_.inode_hits;
@@ -333,7 +338,7 @@ Result<Inode> MetadataService::LoadInode(InodeId ino) {
 Result<std::optional<Dentry>> MetadataService::FindDentry(InodeId parent, std::string_view name) {
   std::string key = DentryCacheKey(parent, name);
   {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = dentry_cache_.find(key);
     if (it != dentry_cache_.end()) {
       ++cache_counts_.dentry_hits;
@@ -348,20 +353,20 @@ Result<std::optional<Dentry>> MetadataService::FindDentry(InodeId parent, std::s
 }
 
 void MetadataService::CachePutInode(const Inode& inode) {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   // Crude bound: drop everything when full. The store is the truth; the cache refills.
   if (inode_cache_.size() >= options_.cache_entries) inode_cache_.clear();
   inode_cache_[inode.ino.value()] = inode;
 }
 
 void MetadataService::CacheEraseInode(InodeId ino) {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   inode_cache_.erase(ino.value());
 }
 
 void MetadataService::CachePutDentry(InodeId parent, std::string_view name,
                                      const std::optional<Dentry>& d) {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   if (dentry_cache_.size() >= options_.cache_entries) dentry_cache_.clear();
   dentry_cache_[DentryCacheKey(parent, name)] = d.value_or(Dentry{});
 }
@@ -471,7 +476,7 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   }
   for (auto& [parent, name, d] : txn.dentries) CachePutDentry(parent, name, d);
   if (!txn.gc.empty()) {
-    std::lock_guard lock(cluster_mu_);
+    MutexLock lock(cluster_mu_);
     for (GcTask& t : txn.gc) {
       if (t.held) gc_held_[t.ino.value()].push_back(t.id);
       gc_tasks_[t.id] = std::move(t);
@@ -488,7 +493,7 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   for (uint64_t ended : txn.ended_sessions) sessions_.erase(ended);
   if (!txn.ended_sessions.empty()) {
     {
-      std::lock_guard lock(recall_mu_);
+      MutexLock lock(recall_mu_);
       for (uint64_t ended : txn.ended_sessions) {
         recalls_.erase(ended);
         cache_queues_.erase(ended);  // a change waiting for its ack goes on
@@ -528,7 +533,7 @@ void MetadataService::InstallState(uint64_t ino, InodeState st) {
 }
 
 void MetadataService::ReleaseGcHolds(uint64_t ino) {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   auto it = gc_held_.find(ino);
   if (it == gc_held_.end()) return;
   for (uint64_t id : it->second) {
@@ -615,7 +620,7 @@ Result<Inode> MetadataService::MakeInode(Txn& txn, const Inode& parent, uint32_t
 
 Result<FileLayout> MetadataService::NewFileLayout(const Inode& parent, InodeId ino) {
   FileLayout l = parent.dir_default.empty() ? default_layout_ : parent.dir_default;
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   AQ_RETURN_IF_ERROR(EnsurePgTable(l.k + l.m));
   const PgTable& t = pg_tables_.at(l.k + l.m);
   l.pg_count = static_cast<uint32_t>(t.pgs.size());

@@ -41,6 +41,7 @@
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "common/thread_annotations.h"
 #include "metadata/backup.h"
 #include "metadata/events.h"
 #include "metadata/namespace_store.h"
@@ -485,17 +486,17 @@ class MetadataService {
   std::array<uint64_t, 3> EventCounts() const { return events_.CountsBySeverity(); }
   // Where the process serves /metrics and the status page (main sets it once serving; "" until
   // then or when it serves none). Thread-safe.
-  void set_http_address(std::string address) {
-    std::lock_guard lock(http_mu_);
+  void set_http_address(std::string address) EXCLUDES(http_mu_) {
+    MutexLock lock(http_mu_);
     http_address_ = std::move(address);
   }
-  std::string http_address() const {
-    std::lock_guard lock(http_mu_);
+  std::string http_address() const EXCLUDES(http_mu_) {
+    MutexLock lock(http_mu_);
     return http_address_;
   }
   // Lookups of the in-memory inode and dentry caches since start. Thread-safe.
-  MetaCacheCounts CacheCounts() {
-    std::lock_guard lock(cache_mu_);
+  MetaCacheCounts CacheCounts() EXCLUDES(cache_mu_) {
+    MutexLock lock(cache_mu_);
     return cache_counts_;
   }
   // Opens, write leases and locks held now, over all sessions. Thread-safe (mu_ shared).
@@ -584,7 +585,10 @@ class MetadataService {
 
   MetadataService(std::unique_ptr<NamespaceStore> store, const MetaOptions& options,
                   Clocks clocks);
-  Status Load();
+  // Not analysed (NO_THREAD_SAFETY_ANALYSIS): runs inside Open, before the service is shared, so
+  // no other thread can hold or want its locks; Apply and MaybeDeleteOrphan, which it calls,
+  // take cluster_mu_ themselves, so it cannot simply hold it throughout.
+  Status Load() NO_THREAD_SAFETY_ANALYSIS;
   Status LoadSessionState(int64_t now);
 
   // Cache and store access (mu_ held, shared or exclusive).
@@ -615,7 +619,7 @@ class MetadataService {
   // above the committed data_version, the range since becomes abandoned (Inode).
   void AbandonLeaseVersion(Txn& txn, InodeId ino, uint64_t version);
   // The inode has no open left: its held GC tasks may go out (takes cluster_mu_).
-  void ReleaseGcHolds(uint64_t ino);
+  void ReleaseGcHolds(uint64_t ino) EXCLUDES(cluster_mu_);
   // After a restore: a file from the backup about to be opened for write gets its versions
   // between its restored data_version and the restore floor as an abandoned range (they were
   // written after the backup), so neither its writer nor readers after its commit take them.
@@ -637,41 +641,45 @@ class MetadataService {
   void TouchSession(SessionId session);
 
   // Membership (cluster_mu_ held).
-  Status EnsurePgTable(uint32_t width);
-  void BumpMapVersion();
+  Status EnsurePgTable(uint32_t width) REQUIRES(cluster_mu_);
+  void BumpMapVersion() REQUIRES(cluster_mu_);
   // The default layout's PG table is built once k + m failure domains are eligible, not at the
   // first create (docs/design.md "The default PG table is built when the servers are there"):
   // ScheduleDefaultPgTable (after a registration or a server coming up) sets the build for one
   // heartbeat interval later, so servers starting together all get PGs; Tick builds it then.
-  void ScheduleDefaultPgTable(int64_t now);
-  void BuildDueDefaultPgTable(int64_t now);
+  void ScheduleDefaultPgTable(int64_t now) REQUIRES(cluster_mu_);
+  void BuildDueDefaultPgTable(int64_t now) REQUIRES(cluster_mu_);
 
   // Moves (cluster_mu_ held; moves.cc).
-  Status LoadMoves();
+  Status LoadMoves() REQUIRES(cluster_mu_);
   bool Eligible(const ServerState& s) const;
   bool Failed(const ServerState& s, int64_t now) const;
-  std::string DomainOf(ServerId id) const;
-  double WeightOf(ServerId id) const;
-  std::map<uint32_t, uint32_t> PlannedLoad(std::optional<uint32_t> width) const;
-  bool PgGcQueued(ServerId server, const PgPos& pos) const;
+  std::string DomainOf(ServerId id) const REQUIRES(cluster_mu_);
+  double WeightOf(ServerId id) const REQUIRES(cluster_mu_);
+  std::map<uint32_t, uint32_t> PlannedLoad(std::optional<uint32_t> width) const
+      REQUIRES(cluster_mu_);
+  bool PgGcQueued(ServerId server, const PgPos& pos) const REQUIRES(cluster_mu_);
   std::optional<ServerId> ChooseDestination(const PgTable& t, uint32_t pg, uint32_t pos,
                                             const std::set<uint32_t>& exclude,
-                                            const std::map<uint32_t, uint32_t>& load) const;
+                                            const std::map<uint32_t, uint32_t>& load) const
+      REQUIRES(cluster_mu_);
   void AddMove(MoveBatch& mb, uint32_t width, uint32_t pg, uint32_t pos, ServerId from,
-               ServerId to, MoveKind kind, int64_t now);
-  void DropMove(MoveBatch& mb, uint64_t id, bool gc_destination, int64_t now);
-  void CompleteMove(MoveBatch& mb, uint64_t id, int64_t now);
-  void QueuePgGc(MoveBatch& mb, ServerId server, const PgPos& pos, int64_t not_before_ms);
-  void PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now);
+               ServerId to, MoveKind kind, int64_t now) REQUIRES(cluster_mu_);
+  void DropMove(MoveBatch& mb, uint64_t id, bool gc_destination, int64_t now)
+      REQUIRES(cluster_mu_);
+  void CompleteMove(MoveBatch& mb, uint64_t id, int64_t now) REQUIRES(cluster_mu_);
+  void QueuePgGc(MoveBatch& mb, ServerId server, const PgPos& pos, int64_t not_before_ms)
+      REQUIRES(cluster_mu_);
+  void PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) REQUIRES(cluster_mu_);
   // One planning round: re-plans tasks whose destination died, schedules repair and drain
   // moves, rebalances when wanted and `rebalance`, promotes queued tasks; writes the batch.
-  Status Reconcile(int64_t now, MoveBatch& mb, bool rebalance);
-  Status FlushMoves(MoveBatch& mb, bool sync);
-  void RecordMoveEvents(const MoveBatch& mb);
+  Status Reconcile(int64_t now, MoveBatch& mb, bool rebalance) REQUIRES(cluster_mu_);
+  Status FlushMoves(MoveBatch& mb, bool sync) REQUIRES(cluster_mu_);
+  void RecordMoveEvents(const MoveBatch& mb) REQUIRES(cluster_mu_);
   // DrainServer (draining) and UndrainServer; takes cluster_mu_.
-  Result<ServerAdminResult> SetDraining(ServerId id, bool draining);
+  Result<ServerAdminResult> SetDraining(ServerId id, bool draining) EXCLUDES(cluster_mu_);
   // PG positions that target `id`, over every table. cluster_mu_ held.
-  uint32_t PositionsHeld(ServerId id) const;
+  uint32_t PositionsHeld(ServerId id) const REQUIRES(cluster_mu_);
 
   std::unique_ptr<NamespaceStore> store_;
   const MetaOptions options_;
@@ -679,8 +687,8 @@ class MetadataService {
   const FileLayout default_layout_;
   EventLog events_;  // its own lock: recorded under any of the locks below
   const int64_t started_unix_ms_;
-  mutable std::mutex http_mu_;  // guards http_address_ only
-  std::string http_address_;
+  mutable Mutex http_mu_;
+  std::string http_address_ GUARDED_BY(http_mu_);
 
   std::shared_mutex mu_;  // guards the namespace, next_* counters, states_, sessions_
   uint64_t next_ino_ = 0;         // next inode number to hand out
@@ -700,10 +708,10 @@ class MetadataService {
   // Write-lease recalls not yet handed out, by holder session (memory only: a refused opener
   // asks again at its next try, which queues the recall again after a restart). recall_mu_ is a
   // leaf, taken under mu_.
-  std::mutex recall_mu_;
+  Mutex recall_mu_;
   std::condition_variable recall_cv_;
-  std::unordered_map<uint64_t, std::set<uint64_t>> recalls_;
-  bool recall_stop_ = false;
+  std::unordered_map<uint64_t, std::set<uint64_t>> recalls_ GUARDED_BY(recall_mu_);
+  bool recall_stop_ GUARDED_BY(recall_mu_) = false;
   // Queues a recall of `ino`'s lease for `holder` (mu_ held) and wakes its WaitRecall.
   void RecallLease(uint64_t holder, uint64_t ino);
 
@@ -716,17 +724,17 @@ class MetadataService {
     uint64_t acked = 0;
     std::deque<CacheRecall> pending;  // seq order, all above acked
   };
-  std::mutex lease_mu_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> cache_holders_;
-  std::unordered_map<uint64_t, CacheQueue> cache_queues_;
+  Mutex lease_mu_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> cache_holders_ GUARDED_BY(lease_mu_);
+  std::unordered_map<uint64_t, CacheQueue> cache_queues_ GUARDED_BY(recall_mu_);
   std::condition_variable ack_cv_;
   // This run's recall epoch (random, non-zero). After a restart, the restored sessions that asked
   // for cache leases (resync_) may still trust caches of the last run, whose leases this run never
   // saw: every change waits until each of them asked with this epoch, ended, or resync_deadline_
   // passed (start + cache_lease_ms). Guarded by recall_mu_; resync_open_ mirrors !resync_.empty().
-  uint64_t recall_epoch_ = 0;
-  std::set<uint64_t> resync_;
-  std::chrono::steady_clock::time_point resync_deadline_;
+  uint64_t recall_epoch_ GUARDED_BY(recall_mu_) = 0;
+  std::set<uint64_t> resync_ GUARDED_BY(recall_mu_);
+  std::chrono::steady_clock::time_point resync_deadline_ GUARDED_BY(recall_mu_);
   std::atomic<bool> resync_open_{false};
   // A change in a RequestScope is about to delete `ino` (its last name went) or drop chunks of
   // it (a truncate): when another session caches its attributes, that session may have opened
@@ -754,44 +762,49 @@ class MetadataService {
                          uint64_t self);
  private:
 
-  std::mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
-  std::map<uint32_t, ServerState> servers_;
-  std::map<uint32_t, PgTable> pg_tables_;
-  std::map<uint64_t, GcTask> gc_tasks_;
+  Mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
+  std::map<uint32_t, ServerState> servers_ GUARDED_BY(cluster_mu_);
+  std::map<uint32_t, PgTable> pg_tables_ GUARDED_BY(cluster_mu_);
+  std::map<uint64_t, GcTask> gc_tasks_ GUARDED_BY(cluster_mu_);
   // Truncate GC tasks of inodes still open somewhere, by inode: not sent to data servers until
   // the inode's last close, so a reader's view never loses the chunks it names. Rebuilt at load
   // from the persisted opens (every GC task of an inode still open is held).
-  std::map<uint64_t, std::vector<uint64_t>> gc_held_;
+  std::map<uint64_t, std::vector<uint64_t>> gc_held_ GUARDED_BY(cluster_mu_);
   // Inodes with lost stripes recorded, and how many (guarded by mu_; rebuilt at start from the
   // store's 'l' markers).
   std::map<uint64_t, size_t> lost_index_;
-  std::deque<DegradedWrite> degraded_writes_;  // guarded by cluster_mu_; at most 65536
-  uint64_t degraded_epoch_ = 0;               // guarded by cluster_mu_
+  std::deque<DegradedWrite> degraded_writes_ GUARDED_BY(cluster_mu_);  // at most 65536
+  uint64_t degraded_epoch_ GUARDED_BY(cluster_mu_) = 0;
   // Drops degraded writes whose servers all completed a backfill since (cluster_mu_ held).
-  void SettleDegradedWrites();
-  uint64_t map_version_ = 0;
-  uint32_t next_server_ = 1;
-  int64_t default_pg_due_ms_ = -1;  // mono ms the default PG table is due to be built; -1: not
-                                    // scheduled (guarded by cluster_mu_)
+  void SettleDegradedWrites() REQUIRES(cluster_mu_);
+  uint64_t map_version_ GUARDED_BY(cluster_mu_) = 0;
+  uint32_t next_server_ GUARDED_BY(cluster_mu_) = 1;
+  // Mono ms the default PG table is due to be built; -1: not scheduled.
+  int64_t default_pg_due_ms_ GUARDED_BY(cluster_mu_) = -1;
   // Moves (also under cluster_mu_).
-  std::map<uint64_t, MoveState> moves_;
-  std::map<PgPos, uint64_t> move_at_;  // position -> its task id
-  std::map<uint64_t, PgGcTask> pg_gc_;
-  std::map<uint64_t, int64_t> pg_gc_not_before_;  // in memory: mono ms before which not sent
-  uint64_t next_move_id_ = 1;
-  uint64_t next_pg_gc_id_ = 1;
-  uint32_t max_concurrent_moves_ = 2;
-  uint32_t move_rate_mib_ = 200;
-  bool rebalance_paused_ = false;
-  bool rebalance_wanted_ = false;
-  uint64_t moves_completed_ = 0;
-  std::array<uint64_t, 3> moved_bytes_{}, moved_chunks_{};  // by MoveKind, finished tasks
-  std::set<PgPos> waiting_;  // positions that need a move but have no spare failure domain
+  std::map<uint64_t, MoveState> moves_ GUARDED_BY(cluster_mu_);
+  std::map<PgPos, uint64_t> move_at_ GUARDED_BY(cluster_mu_);  // position -> its task id
+  std::map<uint64_t, PgGcTask> pg_gc_ GUARDED_BY(cluster_mu_);
+  // In memory: mono ms before which not sent.
+  std::map<uint64_t, int64_t> pg_gc_not_before_ GUARDED_BY(cluster_mu_);
+  uint64_t next_move_id_ GUARDED_BY(cluster_mu_) = 1;
+  uint64_t next_pg_gc_id_ GUARDED_BY(cluster_mu_) = 1;
+  uint32_t max_concurrent_moves_ GUARDED_BY(cluster_mu_) = 2;
+  uint32_t move_rate_mib_ GUARDED_BY(cluster_mu_) = 200;
+  bool rebalance_paused_ GUARDED_BY(cluster_mu_) = false;
+  bool rebalance_wanted_ GUARDED_BY(cluster_mu_) = false;
+  uint64_t moves_completed_ GUARDED_BY(cluster_mu_) = 0;
+  // By MoveKind, finished tasks.
+  std::array<uint64_t, 3> moved_bytes_ GUARDED_BY(cluster_mu_){};
+  std::array<uint64_t, 3> moved_chunks_ GUARDED_BY(cluster_mu_){};
+  // Positions that need a move but have no spare failure domain.
+  std::set<PgPos> waiting_ GUARDED_BY(cluster_mu_);
 
-  std::mutex cache_mu_;  // guards the caches and cache_counts_
-  MetaCacheCounts cache_counts_;
-  std::unordered_map<uint64_t, Inode> inode_cache_;
-  std::unordered_map<std::string, Dentry> dentry_cache_;  // ino 0 = known absent
+  Mutex cache_mu_ ACQUIRED_AFTER(cluster_mu_);  // guards the caches and cache_counts_
+  MetaCacheCounts cache_counts_ GUARDED_BY(cache_mu_);
+  std::unordered_map<uint64_t, Inode> inode_cache_ GUARDED_BY(cache_mu_);
+  // ino 0 = known absent.
+  std::unordered_map<std::string, Dentry> dentry_cache_ GUARDED_BY(cache_mu_);
 };
 
 }  // namespace aquifer::meta

@@ -253,7 +253,8 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
     while (t.pgs.size() < desired) {
       const uint32_t pg = static_cast<uint32_t>(t.pgs.size());
       std::vector<const ServerState*> order = eligible;
-      std::sort(order.begin(), order.end(), [&](const ServerState* a, const ServerState* b) {
+      std::sort(order.begin(), order.end(),
+                [&](const ServerState* a, const ServerState* b) REQUIRES(cluster_mu_) {
         double la = load[a->record.id.value()] / WeightOf(a->record.id);
         double lb = load[b->record.id.value()] / WeightOf(b->record.id);
         if (la != lb) return la < lb;
@@ -288,16 +289,16 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
     total += load[s->record.id.value()];
     weight += WeightOf(s->record.id);
   }
-  auto deviation = [&](const ServerState* s) {
+  auto deviation = [&](const ServerState* s) REQUIRES(cluster_mu_) {
     return load[s->record.id.value()] - total * WeightOf(s->record.id) / weight;
   };
   const size_t max_rounds = t.pgs.size() * t.width;
   for (size_t round = 0; round < max_rounds; ++round) {
     std::vector<const ServerState*> over = eligible, under = eligible;
     std::sort(over.begin(), over.end(),
-              [&](auto* a, auto* b) { return deviation(a) > deviation(b); });
+              [&](auto* a, auto* b) REQUIRES(cluster_mu_) { return deviation(a) > deviation(b); });
     std::sort(under.begin(), under.end(),
-              [&](auto* a, auto* b) { return deviation(a) < deviation(b); });
+              [&](auto* a, auto* b) REQUIRES(cluster_mu_) { return deviation(a) < deviation(b); });
     bool moved = false;
     for (const ServerState* src : over) {
       if (moved || deviation(src) <= 0) break;
@@ -444,7 +445,8 @@ Status MetadataService::FlushMoves(MoveBatch& mb, bool sync) {
 void MetadataService::RecordMoveEvents(const MoveBatch& mb) {
   // One event per kind and outcome of a batch: a repair of a lost server schedules its
   // positions in one Tick, and a line per task would push every other event out of the log.
-  auto record = [&](const std::array<uint32_t, 3>& counts, const char* what) {
+  auto record = [&](const std::array<uint32_t, 3>& counts, const char* what)
+                    REQUIRES(cluster_mu_) {
     for (size_t k = 0; k < counts.size(); ++k) {
       if (counts[k] == 0) continue;
       const auto kind = static_cast<MoveKind>(k);
@@ -477,7 +479,7 @@ Result<ServerAdminResult> MetadataService::UndrainServer(ServerId id) {
 }
 
 Result<ServerAdminResult> MetadataService::SetDraining(ServerId id, bool draining) {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   auto it = servers_.find(id.value());
   if (it == servers_.end()) return NotFound("no data server " + id.ToString());
   ServerState& s = it->second;
@@ -521,7 +523,7 @@ Result<ServerAdminResult> MetadataService::SetDraining(ServerId id, bool drainin
 }
 
 Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force) {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   auto it = servers_.find(id.value());
   if (it == servers_.end()) return NotFound("no data server " + id.ToString());
   ServerState& s = it->second;
@@ -553,7 +555,7 @@ Result<ServerAdminResult> MetadataService::RemoveServer(ServerId id, bool force)
 }
 
 Status MetadataService::SetRebalance(const RebalanceKnobs& k) {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   if (k.max_concurrent_moves > 0) max_concurrent_moves_ = k.max_concurrent_moves;
   if (k.move_rate_mib > 0) move_rate_mib_ = k.move_rate_mib;
   if (k.paused) rebalance_paused_ = *k.paused;
@@ -570,7 +572,7 @@ MovesReport MetadataService::GetMoves() {
     r.lost_files = lost_index_.size();
     for (const auto& [ino, n] : lost_index_) r.lost_stripes += n;
   }
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   const int64_t now = clocks_.mono_ms();
   SettleDegradedWrites();
   std::set<uint32_t> backfill_pending;

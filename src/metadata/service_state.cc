@@ -97,7 +97,7 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
 void MetadataService::RecallLease(uint64_t holder, uint64_t ino) {
   bool queued;
   {
-    std::lock_guard lock(recall_mu_);
+    MutexLock lock(recall_mu_);
     queued = recalls_[holder].insert(ino).second;
   }
   if (!queued) return;
@@ -184,7 +184,7 @@ Result<std::vector<InodeId>> MetadataService::WaitRecall(SessionId session,
 
 void MetadataService::StopRecallWaits() {
   {
-    std::lock_guard lock(recall_mu_);
+    MutexLock lock(recall_mu_);
     recall_stop_ = true;
   }
   recall_cv_.notify_all();
@@ -308,7 +308,7 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
   if (a.sync) AQ_RETURN_IF_ERROR(store_->Sync());
   if (!a.backfill_servers.empty()) {
     // Only now: a backfill skips stripes past the committed size, so it must not run before.
-    std::lock_guard lock(cluster_mu_);
+    MutexLock lock(cluster_mu_);
     DegradedWrite w;
     // 0: every chunk the servers missed went to a spare failure domain (the stripes keep k + m
     // chunks); the backfill is still wanted, but nothing is counted as degraded.
@@ -671,7 +671,7 @@ Status MetadataService::SetLayoutXattr(Txn& txn, Inode* n, std::string_view valu
   } else {
     std::set<std::string> domains;
     {
-      std::lock_guard lock(cluster_mu_);
+      MutexLock lock(cluster_mu_);
       for (const auto& [id, s] : servers_) {
         if (s.record.state == MemberState::kIn) domains.insert(s.record.failure_domain);
       }
@@ -696,7 +696,7 @@ Status MetadataService::SetLayoutXattr(Txn& txn, Inode* n, std::string_view valu
     }
     FileLayout nl = *l;
     {
-      std::lock_guard lock(cluster_mu_);
+      MutexLock lock(cluster_mu_);
       AQ_RETURN_IF_ERROR(EnsurePgTable(nl.k + nl.m));
       nl.pg_count = static_cast<uint32_t>(pg_tables_.at(nl.k + nl.m).pgs.size());
     }
@@ -847,7 +847,7 @@ Result<FsStats> MetadataService::StatFs() {
     std::shared_lock lock(mu_);
     out.files = inode_count_;
   }
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   // A file system several data servers share (the local cluster's one disk) counts once, with
   // its own free space (whoever used it); a server with a configured capacity counts that.
   std::set<std::string> disks;
@@ -876,7 +876,7 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
     const ServerRegistration& reg) {
   if (reg.server_uuid.empty()) return InvalidArgument("register: empty server_uuid");
   if (reg.address.empty()) return InvalidArgument("register: empty address");
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   ServerState* found = nullptr;
   for (auto& [id, s] : servers_) {
     if (s.record.uuid == reg.server_uuid) found = &s;
@@ -926,7 +926,7 @@ Result<std::pair<ServerId, uint32_t>> MetadataService::RegisterServer(
 }
 
 Result<HeartbeatReply> MetadataService::Heartbeat(const HeartbeatArgs& a) {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   auto it = servers_.find(a.server.value());
   if (it == servers_.end()) {
     return NotFound("unknown server id " + a.server.ToString() + ": register again");
@@ -1159,7 +1159,7 @@ void MetadataService::BuildDueDefaultPgTable(int64_t now) {
 }
 
 ClusterMap MetadataService::GetClusterMap() {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   ClusterMap map;
   map.version = map_version_;
   int64_t now = clocks_.mono_ms();
@@ -1200,7 +1200,7 @@ void MetadataService::DiscountPause(int64_t pause_ms) {
       s->last_seen_ms.store(std::min(now, s->last_seen_ms.load() + pause_ms));
     }
   }
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   for (auto& [id, s] : servers_) s.last_heartbeat_ms = std::min(now, s.last_heartbeat_ms + pause_ms);
 }
 
@@ -1226,7 +1226,7 @@ void MetadataService::Tick() {
       if (!st.ok()) Logger("meta")->error("expire sessions failed: {}", st.ToString());
     }
   }
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   bool changed = false;
   for (auto& [id, s] : servers_) {
     if (s.up && now - s.last_heartbeat_ms > options_.heartbeat_timeout_ms) {
@@ -1261,7 +1261,7 @@ void MetadataService::SettleDegradedWrites() {
     auto& ids = it->servers;
     const size_t before = ids.size();
     ids.erase(std::remove_if(ids.begin(), ids.end(),
-                             [&](uint32_t id) {
+                             [&](uint32_t id) REQUIRES(cluster_mu_) {
                                auto s = servers_.find(id);
                                // A removed server's positions are rebuilt elsewhere by repair.
                                return s == servers_.end() ||
@@ -1282,7 +1282,7 @@ void MetadataService::SettleDegradedWrites() {
 }
 
 std::vector<GcTask> MetadataService::PendingGcTasks() {
-  std::lock_guard lock(cluster_mu_);
+  MutexLock lock(cluster_mu_);
   std::vector<GcTask> out;
   for (const auto& [id, t] : gc_tasks_) out.push_back(t);
   return out;
