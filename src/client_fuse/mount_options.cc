@@ -73,6 +73,8 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.http_listen = std::string(value);
     } else if (key == "http_port_file") {
       opts.http_port_file = std::string(value);
+    } else if (key == "key") {
+      opts.key_file = std::string(value);
     } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases") {
       if (value != "0" && value != "1") {
         return InvalidArgument("bad value '" + std::string(value) + "' for " + std::string(key) +
@@ -159,7 +161,7 @@ const char* UsageText() {
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
          "  http_listen=HOST:PORT (serve /metrics there; port 0: kernel chooses), http_port_file=F\n"
-         "  (write the bound HOST:PORT there),\n"
+         "  (write the bound HOST:PORT there), key=FILE (the cluster key file, 0600),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
