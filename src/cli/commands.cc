@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <ctime>
 #include <map>
 #include <set>
@@ -113,6 +114,9 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
                               s.status().message() + " (pass --meta HOST:PORT for a cluster "
                                                      "that `aquifer cluster up` did not start)"));
     }
+    if (inv.key_file.empty()) {
+      if (Status key = UseLocalClusterKey(s->root); !key.ok()) return Fail(err, key);
+    }
     LocalProcesses lp;
     lp.state = std::move(*s);
     lp.meta_alive = IsProcessAlive(lp.state.meta.pid, kMetaExe);
@@ -152,6 +156,26 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   return HealthExitCode(HealthOf(view, view.ok() ? &moves : nullptr, local).state);
 }
 
+// For the commands that reach the metadata server through a mount (layout get/set): with no key
+// given (--key, $AQUIFER_KEY_FILE), the key of the local cluster that serves `path`: one whose
+// record, in a directory holding `path` (cluster up mounts at ROOT/mnt) or in the default root,
+// names `meta_address`. Nothing when none does (the names are then not shown).
+void UseKeyOfLocalClusterServing(const std::string& path, const std::string& meta_address) {
+  if (ProcessClusterKey()) return;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  std::vector<std::string> roots;
+  for (; !ec && !p.empty() && p != p.root_path(); p = p.parent_path()) roots.push_back(p);
+  roots.push_back(kDefaultClusterRoot);
+  for (const std::string& root : roots) {
+    Result<ClusterState> s = LoadClusterState(ClusterStatePath(root));
+    if (s.ok() && s->meta.address == meta_address) {
+      (void)UseLocalClusterKey(s->root);
+      return;
+    }
+  }
+}
+
 int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<std::optional<std::string>> v = GetLayoutXattr(inv.path);
   if (!v.ok()) return Fail(err, v.status());
@@ -174,6 +198,7 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<FilePlacement> p = ParsePlacement(**placement);
   if (!p.ok()) return Fail(err, p.status());
   Result<std::string> address = MetaAddressOfPath(inv.path);
+  if (address.ok()) UseKeyOfLocalClusterServing(inv.path, *address);
   Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
                                           : Result<ClusterView>(address.status());
   out << DescribePlacement(static_cast<uint64_t>(st.st_size), *layout, *p,
@@ -190,6 +215,7 @@ Status ExplainLayoutRefusal(const std::string& path, const LayoutSpec& layout) {
                            path + ": ";
   const uint32_t width = *layout.k + *layout.m;
   Result<std::string> address = MetaAddressOfPath(path);
+  if (address.ok()) UseKeyOfLocalClusterServing(path, *address);
   Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
                                           : Result<ClusterView>(address.status());
   if (view.ok()) {
