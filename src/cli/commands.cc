@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <ctime>
 #include <map>
 #include <set>
@@ -25,6 +26,7 @@
 #include "cli/rpc/fsck_rpc.h"
 #include "cli/rpc/meta_admin.h"
 #include "cli/status_report.h"
+#include "common/cluster_key.h"
 #include "common/printable.h"
 #include "metadata/backup.h"
 
@@ -112,6 +114,9 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
                               s.status().message() + " (pass --meta HOST:PORT for a cluster "
                                                      "that `aquifer cluster up` did not start)"));
     }
+    if (inv.key_file.empty()) {
+      if (Status key = UseLocalClusterKey(s->root); !key.ok()) return Fail(err, key);
+    }
     LocalProcesses lp;
     lp.state = std::move(*s);
     lp.meta_alive = IsProcessAlive(lp.state.meta.pid, kMetaExe);
@@ -151,6 +156,26 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   return HealthExitCode(HealthOf(view, view.ok() ? &moves : nullptr, local).state);
 }
 
+// For the commands that reach the metadata server through a mount (layout get/set): with no key
+// given (--key, $AQUIFER_KEY_FILE), the key of the local cluster that serves `path`: one whose
+// record, in a directory holding `path` (cluster up mounts at ROOT/mnt) or in the default root,
+// names `meta_address`. Nothing when none does (the names are then not shown).
+void UseKeyOfLocalClusterServing(const std::string& path, const std::string& meta_address) {
+  if (ProcessClusterKey()) return;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  std::vector<std::string> roots;
+  for (; !ec && !p.empty() && p != p.root_path(); p = p.parent_path()) roots.push_back(p);
+  roots.push_back(kDefaultClusterRoot);
+  for (const std::string& root : roots) {
+    Result<ClusterState> s = LoadClusterState(ClusterStatePath(root));
+    if (s.ok() && s->meta.address == meta_address) {
+      (void)UseLocalClusterKey(s->root);
+      return;
+    }
+  }
+}
+
 int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<std::optional<std::string>> v = GetLayoutXattr(inv.path);
   if (!v.ok()) return Fail(err, v.status());
@@ -173,6 +198,7 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<FilePlacement> p = ParsePlacement(**placement);
   if (!p.ok()) return Fail(err, p.status());
   Result<std::string> address = MetaAddressOfPath(inv.path);
+  if (address.ok()) UseKeyOfLocalClusterServing(inv.path, *address);
   Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
                                           : Result<ClusterView>(address.status());
   out << DescribePlacement(static_cast<uint64_t>(st.st_size), *layout, *p,
@@ -189,6 +215,7 @@ Status ExplainLayoutRefusal(const std::string& path, const LayoutSpec& layout) {
                            path + ": ";
   const uint32_t width = *layout.k + *layout.m;
   Result<std::string> address = MetaAddressOfPath(path);
+  if (address.ok()) UseKeyOfLocalClusterServing(path, *address);
   Result<ClusterView> view = address.ok() ? FetchClusterView(*address, std::chrono::seconds(5))
                                           : Result<ClusterView>(address.status());
   if (view.ok()) {
@@ -241,9 +268,18 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
 }
 
 // The metadata server's address: --meta, else the local cluster's record (then *local is set).
+// The cluster key for the calls that follow: --key, else $AQUIFER_KEY_FILE, else (a local
+// cluster) its ROOT/cluster.key.
 Result<std::string> MetaAddressFor(const Invocation& inv, std::optional<ClusterState>* local) {
-  if (!inv.meta_address.empty()) return inv.meta_address;
+  if (!inv.meta_address.empty()) {
+    AQ_RETURN_IF_ERROR(LoadKeyForProcess(KeyFilePath(inv.key_file)));
+    return inv.meta_address;
+  }
   Result<ClusterState> s = LoadClusterState(ClusterStatePath(inv.up.root));
+  if (s.ok()) {
+    AQ_RETURN_IF_ERROR(inv.key_file.empty() ? UseLocalClusterKey(s->root)
+                                            : LoadKeyForProcess(inv.key_file));
+  }
   if (!s.ok()) {
     return Status(s.status().code(),
                   s.status().message() + " (pass --meta HOST:PORT for a cluster that `aquifer "
@@ -350,6 +386,13 @@ int RunMount(const Invocation& inv, std::ostream& out, std::ostream& err) {
     for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     options += (options.empty() ? "" : ",") + std::string("log_file=") + local->root +
                "/logs/mount" + name + ".log";
+  }
+  if (options.find("key=") == std::string::npos) {
+    std::string key = KeyFilePath(inv.key_file);
+    if (key.empty() && local && ::access(ClusterKeyPath(local->root).c_str(), F_OK) == 0) {
+      key = ClusterKeyPath(local->root);
+    }
+    if (!key.empty()) options += (options.empty() ? "" : ",") + std::string("key=") + key;
   }
   if (!options.empty()) {
     argv.push_back("-o");
@@ -758,6 +801,12 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
       "cluster.json for later starts)");
   (void)ocfg;
 
+  CLI::App* key = cluster->add_subcommand("key", "the cluster key (docs/operations.md)");
+  key->require_subcommand(1);
+  CLI::App* key_new = key->add_subcommand(
+      "new", "make a new cluster key file (0600, 32 random bytes) for a multi-host cluster");
+  key_new->add_option("FILE", inv.path, "where to write it (never overwritten)")->required();
+
   CLI::App* down = cluster->add_subcommand("down", "unmount and stop the local cluster");
   down->add_option("--root", root, "cluster directory")->default_str(kDefaultClusterRoot);
   down->add_option("--grace-ms", grace_ms, "SIGTERM -> SIGKILL deadline per daemon (10000)");
@@ -798,6 +847,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   std::vector<std::pair<CLI::Option*, CLI::Option*>> target_opts;
   auto add_target = [&](CLI::App* sub) {
     CLI::Option* m = sub->add_option("--meta", inv.meta_address, "metadata server HOST:PORT");
+    sub->add_option("--key", inv.key_file,
+                    "cluster key file (default $AQUIFER_KEY_FILE, or ROOT/cluster.key)");
     CLI::Option* r = sub->add_option("--root", root, "local cluster directory")
                          ->default_str(kDefaultClusterRoot);
     m->excludes(r);
@@ -891,6 +942,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 
   // status
   CLI::App* status = app.add_subcommand("status", "servers, placement groups, capacity, mount");
+  status->add_option("--key", inv.key_file,
+                     "cluster key file (default $AQUIFER_KEY_FILE, or ROOT/cluster.key)");
   CLI::Option* smeta = status->add_option("--meta", inv.meta_address,
                                           "metadata server HOST:PORT");
   CLI::Option* sroot = status->add_option("--root", root, "local cluster directory")
@@ -993,7 +1046,9 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.root_given = true;
   }
   inv.grace = std::chrono::milliseconds(grace_ms);
-  if (down->parsed()) {
+  if (key_new->parsed()) {
+    inv.command = Command::kClusterKeyNew;
+  } else if (down->parsed()) {
     inv.command = Command::kClusterDown;
   } else if (stop->parsed()) {
     inv.command = Command::kStopServer;
@@ -1049,6 +1104,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 std::string VersionText() { return std::string("aquifer ") + AQUIFER_VERSION; }
 
 int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  if (const std::string key = KeyFilePath(inv.key_file);
+      !key.empty() && inv.command != Command::kClusterKeyNew) {
+    if (Status st = LoadKeyForProcess(key); !st.ok()) return Fail(err, st);
+  }
   switch (inv.command) {
     case Command::kHelp:
       out << inv.help_text;
@@ -1056,6 +1115,14 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
     case Command::kClusterUp: {
       Result<ClusterState> s = ClusterUp(inv.up, out);
       if (!s.ok()) return Fail(err, s.status());
+      return 0;
+    }
+    case Command::kClusterKeyNew: {
+      Status st = WriteNewClusterKeyFile(inv.path);
+      if (!st.ok()) return Fail(err, st);
+      out << "aquifer: wrote a new cluster key to " << inv.path
+          << " (mode 0600); copy it to every host of the cluster and name it with --key / "
+             "key = in each daemon's config and -o key= on each mount\n";
       return 0;
     }
     case Command::kClusterDown: {

@@ -50,6 +50,7 @@ enum class Command {
   kFsck,
   kMetaBackup,
   kMetaRestore,
+  kClusterKeyNew,  // cluster key new FILE: `path` is the FILE
 };
 
 struct Invocation {
@@ -57,6 +58,8 @@ struct Invocation {
   std::string help_text;
   UpOptions up;                     // cluster up; up.root is also the --root of other commands
   std::string meta_address;         // status --meta
+  std::string key_file;             // --key: the cluster key file ("" = $AQUIFER_KEY_FILE, or
+                                    // the local cluster's ROOT/cluster.key)
   bool root_given = false;          // --root given explicitly
   int server_index = 0;             // stop-server / start-server
   bool kill = false;                // stop-server --kill

@@ -12,6 +12,7 @@
 
 #include "cli/process.h"
 #include "cli/rpc/meta_admin.h"
+#include "common/cluster_key.h"
 
 namespace aquifer::cli {
 
@@ -70,6 +71,7 @@ Result<LockedCluster> LockExistingCluster(const std::string& root_arg) {
   }
   Result<ClusterState> loaded = LoadClusterState(state_path);
   if (!loaded.ok()) return loaded.status();
+  AQ_RETURN_IF_ERROR(UseLocalClusterKey(root));
   return LockedCluster{root, state_path, std::move(*lock), std::move(*loaded)};
 }
 
@@ -112,6 +114,16 @@ Result<std::string> StartAndWait(const std::vector<std::string>& argv, const std
   return addr;
 }
 
+// `--key ROOT/cluster.key` when the cluster has a key file (every cluster `cluster up` made
+// since the key existed), else nothing: a cluster recorded before it runs as it did.
+void AddKeyFlag(const ClusterState& s, std::vector<std::string>* argv) {
+  const std::string key = ClusterKeyPath(s.root);
+  if (::access(key.c_str(), F_OK) == 0) {
+    argv->push_back("--key");
+    argv->push_back(key);
+  }
+}
+
 std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                   const UpOptions& o) {
   std::vector<std::string> argv = {bin,
@@ -126,6 +138,7 @@ std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                    // chooses; `aquifer status` prints it
                                    "--http-listen", "127.0.0.1:0",
                                    "--http-port-file", PortFile(s, "meta.http")};
+  AddKeyFlag(s, &argv);
   if (!o.meta_config.empty()) {
     argv.push_back("--config");
     argv.push_back(o.meta_config);
@@ -146,6 +159,7 @@ std::vector<std::string> DataArgv(const std::string& bin, const ClusterState& s,
                                    "--log-level", log_level,
                                    "--http-listen", "127.0.0.1:0",
                                    "--http-port-file", PortFile(s, d.failure_domain + ".http")};
+  AddKeyFlag(s, &argv);
   if (d.capacity_bytes > 0) {
     argv.push_back("--capacity-bytes");
     argv.push_back(std::to_string(d.capacity_bytes));
@@ -297,6 +311,16 @@ std::string AbsoluteRoot(const std::string& root) {
   return p;
 }
 
+std::string ClusterKeyPath(const std::string& root) { return root + "/cluster.key"; }
+
+Status UseLocalClusterKey(const std::string& root) {
+  const std::string explicit_key = KeyFilePath("");
+  if (!explicit_key.empty() || ::access(ClusterKeyPath(root).c_str(), F_OK) != 0) {
+    return LoadKeyForProcess(explicit_key);
+  }
+  return LoadKeyForProcess(ClusterKeyPath(root));
+}
+
 std::string ClusterStatePath(const std::string& root) {
   return AbsoluteRoot(root) + "/cluster.json";
 }
@@ -312,6 +336,12 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
   if (!mount_bin.ok() && !o.no_mount) return mount_bin.status();
   AQ_RETURN_IF_ERROR(MakeDirs(root + "/logs"));
   AQ_RETURN_IF_ERROR(MakeDirs(root + "/run"));
+  // The cluster key (docs/operations.md "The cluster key"): made once, kept across restarts.
+  if (Status made = WriteNewClusterKeyFile(ClusterKeyPath(root));
+      !made.ok() && made.code() != Code::kAlreadyExists) {
+    return made;
+  }
+  AQ_RETURN_IF_ERROR(UseLocalClusterKey(root));
   Result<RootLock> lock = RootLock::Acquire(root);
   if (!lock.ok()) return lock.status();
 
@@ -455,6 +485,10 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       std::vector<std::string> argv = {
           *mount_bin, s.meta.address, s.mount.dir, "-f", "-o",
           "http_listen=127.0.0.1:0,http_port_file=" + PortFile(s, "mount.http")};
+      if (::access(ClusterKeyPath(s.root).c_str(), F_OK) == 0) {
+        argv.push_back("-o");
+        argv.push_back("key=" + ClusterKeyPath(s.root));
+      }
       if (!o.mount_options.empty()) {
         argv.push_back("-o");
         argv.push_back(o.mount_options);

@@ -87,6 +87,14 @@ Status MarkDataServerRemoved(const std::string& root, const std::string& address
 // ROOT/cluster.json of `root` (made absolute).
 std::string ClusterStatePath(const std::string& root);
 
+// ROOT/cluster.key: the local cluster's key file, made 0600 by ClusterUp when missing and given
+// to its daemons (--key) and its mount (-o key=).
+std::string ClusterKeyPath(const std::string& root);
+// Sets this process's cluster key (common/cluster_key.h) for its calls to the cluster at ROOT:
+// $AQUIFER_KEY_FILE when set, else ROOT/cluster.key when it exists, else none.
+// Errors: ReadClusterKeyFile's.
+Status UseLocalClusterKey(const std::string& root);
+
 // `root` made absolute and normalized (no trailing slash).
 std::string AbsoluteRoot(const std::string& root);
 

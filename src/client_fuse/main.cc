@@ -27,6 +27,7 @@
 #include "client_fuse/fuse_ops.h"
 #include "client_fuse/kernel_invalidator.h"
 #include "common/allocator.h"
+#include "common/cluster_key.h"
 #include "common/lock_checks.h"
 #include "common/http_endpoint.h"
 #include "common/logging.h"
@@ -213,6 +214,10 @@ int Run(int argc, char** argv) {
   }
   TuneAllocator();
   DisableMutexDeadlockDetection();
+  if (Status key = LoadKeyForProcess(KeyFilePath(opts.key_file)); !key.ok()) {
+    fprintf(stderr, "aquifer-mount: cluster key: %s\n", key.ToString().c_str());
+    return 2;
+  }
 
   // Declared before the daemon so it outlives the client whose recall thread calls it.
   std::unique_ptr<KernelInvalidator> invalidator;

@@ -73,6 +73,8 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.http_listen = std::string(value);
     } else if (key == "http_port_file") {
       opts.http_port_file = std::string(value);
+    } else if (key == "key") {
+      opts.key_file = std::string(value);
     } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases" ||
                key == "lazy_opens") {
       if (value != "0" && value != "1") {
@@ -163,7 +165,7 @@ const char* UsageText() {
          "  Aquifer options: attr_timeout=S entry_timeout=S (seconds, default 1), max_threads=N,\n"
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
          "  http_listen=HOST:PORT (serve /metrics there; port 0: kernel chooses), http_port_file=F\n"
-         "  (write the bound HOST:PORT there),\n"
+         "  (write the bound HOST:PORT there), key=FILE (the cluster key file, 0600),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lazy_opens=0|1 (read-only opens of files known under the cache lease cost no\n"
          "  metadata call, 1),\n"

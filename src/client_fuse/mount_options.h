@@ -32,6 +32,8 @@ struct MountOptions {
   std::string http_listen;            // -o http_listen=HOST:PORT: serve /metrics there (port 0:
                                       //   the kernel chooses); "" (default): no HTTP
   std::string http_port_file;         // -o http_port_file=F: write the bound HTTP HOST:PORT there
+  std::string key_file;               // -o key=FILE: the cluster key file (0600); "" (default):
+                                      //   $AQUIFER_KEY_FILE, else none (a keyed cluster refuses)
   bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
   bool cache_leases = true;           // -o cache_leases=0|1: take cache leases, so other hosts'

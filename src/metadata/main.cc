@@ -17,6 +17,7 @@
 #include "common/lock_checks.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/cluster_key.h"
 #include "common/port_file.h"
 #include "metadata/meta_metrics.h"
 #include "metadata/metadata_service.h"
@@ -38,6 +39,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   SetupLogging(options->log_level);
+  {
+    const std::string key_path = KeyFilePath(options->key);
+    if (Status st = LoadKeyForProcess(key_path); !st.ok()) {
+      std::cerr << "aquifer-meta: cluster key: " << st.ToString() << "\n";
+      return 2;
+    }
+    if (key_path.empty()) {
+      Logger("meta")->warn("no cluster key (--key, key =, $AQUIFER_KEY_FILE): every connection is "
+                         "served unauthenticated");
+    } else {
+      Logger("meta")->info("cluster key file={}", key_path);
+    }
+  }
   TuneAllocator();
   DisableMutexDeadlockDetection();
   auto log = Logger("meta");

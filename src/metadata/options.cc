@@ -20,6 +20,9 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
               "empty: no HTTP)");
   options.Add("--http-port-file", &o.http_port_file,
               "write the bound HTTP HOST:PORT here once serving");
+  options.Add("--key", &o.key,
+              "cluster key file (0600; `aquifer cluster key new FILE` makes one); default "
+              "$AQUIFER_KEY_FILE; none: every connection is served (warned)");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--k", &o.k, "default data units per stripe");
   options.Add("--m", &o.m, "default parity units per stripe");

@@ -2,8 +2,10 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <iostream>
 
 #include "common/allocator.h"
+#include "common/cluster_key.h"
 #include "common/http_endpoint.h"
 #include "common/lock_checks.h"
 #include "common/logging.h"
@@ -24,6 +26,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   aquifer::SetupLogging(options->log_level);
+  {
+    const std::string key_path = aquifer::KeyFilePath(options->key);
+    if (aquifer::Status st = aquifer::LoadKeyForProcess(key_path); !st.ok()) {
+      std::cerr << "aquifer-data: cluster key: " << st.ToString() << "\n";
+      return 2;
+    }
+    if (key_path.empty()) {
+      aquifer::Logger("data")->warn("no cluster key (--key, key =, $AQUIFER_KEY_FILE): every connection is "
+                         "served unauthenticated");
+    } else {
+      aquifer::Logger("data")->info("cluster key file={}", key_path);
+    }
+  }
   aquifer::TuneAllocator();
   aquifer::DisableMutexDeadlockDetection();
   // Block the stop signals in every thread (they inherit this mask); the main thread waits.

@@ -31,6 +31,9 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
               "HOST:PORT to serve /metrics on (port 0: kernel chooses; empty: no HTTP)");
   options.Add("--http-port-file", &o.http_port_file,
               "write the bound HTTP HOST:PORT here once serving");
+  options.Add("--key", &o.key,
+              "cluster key file (0600; `aquifer cluster key new FILE` makes one); default "
+              "$AQUIFER_KEY_FILE; none: every connection is served (warned)");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
   options.Add("--io-depth", &o.io_depth, "io_uring entries per I/O thread");

@@ -20,6 +20,8 @@ struct DataServerOptions {
   std::string http_listen;             // HOST:PORT for /metrics (port 0: kernel chooses); "" = none
   std::string http_port_file;          // where to write the bound HTTP HOST:PORT; "" = none
   std::string config;                  // TOML file with the same keys as the flags; "" = none
+  std::string key;                     // cluster key file (0600, 64 hex digits); "" =
+                                       // $AQUIFER_KEY_FILE, else none: serves anyone
   std::string log_level = "info";      // trace, debug, info, warn, error, off
   uint32_t io_depth = 32;              // io_uring submission entries per I/O thread, entries
   uint32_t heartbeat_interval_ms = 1000;  // ms between heartbeats until meta's reply sets it

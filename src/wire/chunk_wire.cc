@@ -41,7 +41,7 @@ Status Bad(const char* frame, const std::string& what) {
   return InvalidArgument(std::string("chunk wire: bad ") + frame + ": " + what);
 }
 
-// Hello: magic u32 @0, version u16 @4, reserved u16 @6, instance u64 @8.
+// Hello: magic u32 @0, version u16 @4, flags u16 @6 (bit 0: auth), instance u64 @8.
 // Request: magic u32 @0, op u8 @4, flags u8 @5 (bit 0: sync), reserved u16 @6, ino u64 @8,
 // stripe u64 @16, position u32 @24, reserved u32 @28, version u64 @32, committed u64 @40,
 // offset u64 @48, length u64 @56, payload u64 @64, pg_width u32 @72, pg_index u32 @76, k u8 @80,
@@ -56,6 +56,7 @@ std::array<std::byte, kHelloBytes> EncodeHello(const Hello& hello) {
   std::array<std::byte, kHelloBytes> f{};
   Put<uint32_t>(f.data(), 0, kHelloMagic);
   Put<uint16_t>(f.data(), 4, hello.protocol_version);
+  Put<uint16_t>(f.data(), 6, hello.auth ? 1 : 0);
   Put<uint64_t>(f.data(), 8, hello.instance);
   return f;
 }
@@ -103,7 +104,9 @@ Result<Hello> DecodeHello(std::span<const std::byte> f) {
   if (h.protocol_version != kProtocolVersion) {
     return Bad("hello", "protocol version " + std::to_string(h.protocol_version));
   }
-  if (!AllZero(f, 6, 2)) return Bad("hello", "reserved bytes");
+  const uint16_t flags = Get<uint16_t>(f, 6);
+  if ((flags & ~1u) != 0) return Bad("hello", "reserved bytes");
+  h.auth = (flags & 1) != 0;
   h.instance = Get<uint64_t>(f, 8);
   return h;
 }

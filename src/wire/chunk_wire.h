@@ -5,9 +5,13 @@
 // socket helpers with a deadline. No gRPC, no protobuf, no threads.
 //
 // A connection, client to server:
-//   1. On accept the server sends a 16-byte hello: magic "AQWH", protocol version, and the
-//      server's instance token (a random number per process, also returned by the gRPC Info call),
-//      so a client never talks to another process that reused the port.
+//   1. On accept the server sends a 16-byte hello: magic "AQWH", protocol version, flags (bit 0:
+//      the server holds a cluster key and requires the handshake), and the server's instance
+//      token (a random number per process, also returned by the gRPC Info call), so a client
+//      never talks to another process that reused the port.
+//      With the auth flag the handshake of common/cluster_key.h follows (connection.h runs it):
+//      server nonce (32 bytes), client nonce and proof (64), server proof (32); a wrong proof
+//      closes the connection.
 //   2. The client then sends requests one at a time: a 96-byte request header, then for a
 //      write `payload_bytes` of chunk data. The server answers each with a 48-byte reply header,
 //      `message_bytes` of error text, then `data_bytes` of chunk data (reads).
@@ -61,6 +65,7 @@ struct WirePlacement {
 struct Hello {
   uint16_t protocol_version = kProtocolVersion;
   uint64_t instance = 0;  // the server process's token
+  bool auth = false;      // the cluster-key handshake follows the hello
 };
 
 struct Request {
@@ -90,7 +95,7 @@ std::array<std::byte, kRequestBytes> EncodeRequest(const Request& request);
 std::array<std::byte, kReplyBytes> EncodeReply(const Reply& reply);
 
 // Decoders take exactly one frame's bytes. Errors (kInvalidArgument, with what was wrong):
-// wrong size or magic; an unknown protocol version; an unknown op or flag bit; inode 0; a read
+// wrong size or magic; an unknown protocol version; a hello flag other than auth; an unknown op or flag bit; inode 0; a read
 // with a payload; a payload over kMaxPayloadBytes; pg_width over 65535; nonzero reserved bytes;
 // a reply code outside Code; a message over kMaxMessageBytes; data with an error code, or more
 // than kMaxPayloadBytes of it.

@@ -2,6 +2,7 @@
 #include "wire/connection.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -79,29 +80,84 @@ struct Listener::Impl {
   std::string name;
   uint64_t instance = 0;
   uint32_t max_connections = 0;
+  std::optional<ClusterKey> key;
   Serve serve;
   int listen_fd = -1;
+  int wake_read = -1, wake_write = -1;  // a pipe: Shutdown wakes the accepting thread's poll
   uint16_t port = 0;
   std::thread acceptor;
   std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> accepted{0}, refused{0};
+  std::atomic<uint64_t> accepted{0}, refused{0}, unauthenticated{0}, pending_count{0};
 
   // Connection threads are detached: each closes its own fd when it ends, so nothing waits for
   // a later accept to free it. Shutdown waits on `ended` until `open` is empty.
-  std::mutex mu;  // guards the three below
+  std::mutex mu;  // guards the four below
   std::condition_variable ended;
   std::set<int> open;  // fds of running connections
   bool shut_down = false;
   std::chrono::steady_clock::time_point next_refusal_log;
+  std::chrono::steady_clock::time_point next_auth_log;  // also used by the acceptor only
+
+  // A connection in the handshake, owned by the accepting thread (no lock).
+  struct Pending {
+    int fd = -1;
+    Nonce server_nonce{};
+    std::array<std::byte, kNonceBytes + kMacBytes> answer{};  // client nonce, client proof
+    size_t answer_bytes = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<Pending> pending;
 
   void Accept();
-  void Run(int fd);
+  void AcceptOne(int fd);
+  // Hands an accepted (or authenticated) connection to its own thread, unless max_connections
+  // are open. `send_hello`: the thread sends the hello first (no handshake ran).
+  void Admit(int fd, bool send_hello);
+  // Reads what the client sent of its answer; false when the connection is over (closed here).
+  bool Advance(Pending& p);
+  void Refuse(int fd, const char* reason);
+  void Run(int fd, bool send_hello);
 };
+
+namespace {
+
+void SetBlocking(int fd, bool blocking) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
+}
+
+std::string PeerOf(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  } else if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// One non-blocking send of a short frame to a fresh socket (its send buffer is empty, so all of
+// it goes or the peer is gone).
+bool SendShort(int fd, std::span<const std::byte> bytes) {
+  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(bytes.size());
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
                                                   const std::string& host, uint16_t port,
                                                   uint64_t instance, Serve serve,
-                                                  uint32_t max_connections) {
+                                                  uint32_t max_connections,
+                                                  std::optional<ClusterKey> key) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -114,7 +170,7 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
   int fd = -1;
   std::string err;
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -126,6 +182,11 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
   }
   ::freeaddrinfo(found);
   if (fd < 0) return Unavailable(name + ": cannot listen on " + host + ":" + service + ": " + err);
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ::close(fd);
+    return Unavailable(name + ": pipe: " + std::strerror(errno));
+  }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
@@ -136,8 +197,16 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
   impl->name = name;
   impl->instance = instance;
   impl->max_connections = max_connections;
+  impl->key = key;
   impl->serve = std::move(serve);
   impl->listen_fd = fd;
+  impl->wake_read = wake[0];
+  impl->wake_write = wake[1];
+  if (!key) {
+    Logger("wire")->warn("{} serves without a cluster key: any process that reaches port {} is "
+                         "served (docs/operations.md \"The cluster key\")",
+                         name, impl->port);
+  }
   Impl* raw = impl.get();
   impl->acceptor = std::thread([raw] { raw->Accept(); });
   return std::unique_ptr<Listener>(new Listener(std::move(impl)));
@@ -149,6 +218,8 @@ uint16_t Listener::port() const { return impl_->port; }
 uint64_t Listener::instance() const { return impl_->instance; }
 uint64_t Listener::connections_accepted() const { return impl_->accepted.load(); }
 uint64_t Listener::connections_refused() const { return impl_->refused.load(); }
+uint64_t Listener::connections_unauthenticated() const { return impl_->unauthenticated.load(); }
+uint64_t Listener::handshakes_pending() const { return impl_->pending_count.load(); }
 uint64_t Listener::connections_open() const {
   std::lock_guard lock(impl_->mu);
   return impl_->open.size();
@@ -161,66 +232,186 @@ void Listener::Shutdown() {
     impl_->shut_down = true;
   }
   impl_->stopping = true;
-  ::shutdown(impl_->listen_fd, SHUT_RDWR);  // wakes accept()
+  const char one = 1;
+  (void)!::write(impl_->wake_write, &one, 1);  // wakes the accepting thread's poll
   impl_->acceptor.join();
   ::close(impl_->listen_fd);
+  ::close(impl_->wake_read);
+  ::close(impl_->wake_write);
   std::unique_lock lock(impl_->mu);
   for (int fd : impl_->open) ::shutdown(fd, SHUT_RDWR);  // wakes its thread's recv or send
   impl_->ended.wait(lock, [this] { return impl_->open.empty(); });
 }
 
 void Listener::Impl::Accept() {
+  std::vector<pollfd> fds;
   for (;;) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (stopping) {
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        Logger("wire")->warn("{} accept failed error={}", name, std::strerror(errno));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
+    const auto now = std::chrono::steady_clock::now();
+    // Handshakes past their deadline end first.
+    for (size_t i = 0; i < pending.size();) {
+      if (pending[i].deadline <= now) {
+        Refuse(pending[i].fd, "handshake timed out");
+        pending[i] = pending.back();
+        pending.pop_back();
+      } else {
+        ++i;
       }
-      Logger("wire")->error("{} accept failed error={}", name, std::strerror(errno));
-      return;
     }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const timeval frame_timeout{kFrameTimeoutSeconds, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &frame_timeout, sizeof frame_timeout);
-    std::lock_guard lock(mu);
-    if (open.size() >= max_connections) {
-      refused.fetch_add(1);  // before the close the client sees
-      ::close(fd);
-      // At most one line per 10 s however fast connections come.
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= next_refusal_log) {
-        Logger("wire")->warn("{} refused connections: {} open (the limit), {} refused so far",
-                             name, open.size(), refused.load());
-        next_refusal_log = now + std::chrono::seconds(10);
+    pending_count = pending.size();
+    int timeout_ms = -1;
+    for (const Pending& p : pending) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
+      if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(left);
+    }
+    fds.clear();
+    fds.push_back({wake_read, POLLIN, 0});
+    fds.push_back({listen_fd, POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (stopping) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Logger("wire")->error("{} poll failed error={}", name, std::strerror(errno));
+      break;
+    }
+    // Pending handshakes (fds[2..]) before new connections: the indices match `pending`.
+    std::vector<Pending> still;
+    still.reserve(pending.size());
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (fds[i + 2].revents == 0 || Advance(pending[i])) still.push_back(pending[i]);
+    }
+    pending.swap(still);
+    if (fds[1].revents != 0) {
+      for (;;) {  // every connection waiting to be accepted
+        const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+          AcceptOne(fd);
+          continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          Logger("wire")->warn("{} accept failed error={}", name, std::strerror(errno));
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          break;
+        }
+        Logger("wire")->error("{} accept failed error={}", name, std::strerror(errno));
+        stopping = true;
+        break;
       }
-      continue;
     }
-    try {
-      std::thread([this, fd] { Run(fd); }).detach();
-    } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
-      refused.fetch_add(1);
-      ::close(fd);
-      Logger("wire")->warn("{} refused a connection: no thread ({})", name, e.what());
-      continue;
-    }
-    accepted.fetch_add(1);
-    open.insert(fd);  // under mu, so the new thread's erase comes after
   }
+  for (const Pending& p : pending) ::close(p.fd);
+  pending.clear();
+  pending_count = 0;
 }
 
-void Listener::Impl::Run(int fd) {
-  const auto hello = EncodeHello({kProtocolVersion, instance});
-  iovec iov{const_cast<std::byte*>(hello.data()), hello.size()};
-  if (WriteFull(fd, &iov, 1).ok()) serve(fd, stopping);
+void Listener::Impl::AcceptOne(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!key) {
+    Admit(fd, /*send_hello=*/true);
+    return;
+  }
+  if (pending.size() >= kMaxPendingHandshakes) {
+    Refuse(fd, "too many handshakes at once");
+    return;
+  }
+  Pending p;
+  p.fd = fd;
+  p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHandshakeTimeoutSeconds);
+  if (!RandomBytes(p.server_nonce).ok()) {
+    Refuse(fd, "no random nonce");
+    return;
+  }
+  std::array<std::byte, kHelloBytes + kNonceBytes> first;
+  const auto hello = EncodeHello({kProtocolVersion, instance, /*auth=*/true});
+  std::copy(hello.begin(), hello.end(), first.begin());
+  std::copy(p.server_nonce.begin(), p.server_nonce.end(), first.begin() + kHelloBytes);
+  if (!SendShort(fd, first)) {
+    Refuse(fd, "closed before the hello");
+    return;
+  }
+  pending.push_back(p);
+}
+
+bool Listener::Impl::Advance(Pending& p) {
+  const ssize_t n = ::recv(p.fd, p.answer.data() + p.answer_bytes,
+                           p.answer.size() - p.answer_bytes, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (n <= 0) {
+    Refuse(p.fd, n == 0 ? "closed in the handshake" : "recv failed in the handshake");
+    return false;
+  }
+  p.answer_bytes += static_cast<size_t>(n);
+  if (p.answer_bytes < p.answer.size()) return true;
+  Nonce client_nonce;
+  std::copy_n(p.answer.begin(), kNonceBytes, client_nonce.begin());
+  const Mac want = WireClientProof(*key, instance, p.server_nonce, client_nonce);
+  if (!MacEqual(want, std::span(p.answer).subspan(kNonceBytes))) {
+    Refuse(p.fd, "wrong key");
+    return false;
+  }
+  const Mac proof = WireServerProof(*key, instance, p.server_nonce, client_nonce);
+  if (!SendShort(p.fd, proof)) {
+    Refuse(p.fd, "closed in the handshake");
+    return false;
+  }
+  Admit(p.fd, /*send_hello=*/false);
+  return false;  // no longer pending
+}
+
+void Listener::Impl::Refuse(int fd, const char* reason) {
+  const uint64_t count = unauthenticated.fetch_add(1) + 1;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_auth_log) {  // at most one line per 10 s however fast connections come
+    Logger("wire")->warn("{} refused unauthenticated connection peer={} reason={} "
+                         "refused_total={}",
+                         name, PeerOf(fd), reason, count);
+    next_auth_log = now + std::chrono::seconds(10);
+  }
+  ::close(fd);
+}
+
+void Listener::Impl::Admit(int fd, bool send_hello) {
+  SetBlocking(fd, true);
+  const timeval frame_timeout{kFrameTimeoutSeconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &frame_timeout, sizeof frame_timeout);
+  std::lock_guard lock(mu);
+  if (open.size() >= max_connections) {
+    refused.fetch_add(1);  // before the close the client sees
+    ::close(fd);
+    // At most one line per 10 s however fast connections come.
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_refusal_log) {
+      Logger("wire")->warn("{} refused connections: {} open (the limit), {} refused so far",
+                           name, open.size(), refused.load());
+      next_refusal_log = now + std::chrono::seconds(10);
+    }
+    return;
+  }
+  try {
+    std::thread([this, fd, send_hello] { Run(fd, send_hello); }).detach();
+  } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
+    refused.fetch_add(1);
+    ::close(fd);
+    Logger("wire")->warn("{} refused a connection: no thread ({})", name, e.what());
+    return;
+  }
+  accepted.fetch_add(1);
+  open.insert(fd);  // under mu, so the new thread's erase comes after
+}
+
+void Listener::Impl::Run(int fd, bool send_hello) {
+  bool ok = true;
+  if (send_hello) {
+    const auto hello = EncodeHello({kProtocolVersion, instance, /*auth=*/false});
+    iovec iov{const_cast<std::byte*>(hello.data()), hello.size()};
+    ok = WriteFull(fd, &iov, 1).ok();
+  }
+  if (ok) serve(fd, stopping);
   // Closed under the lock, so Shutdown never shuts down a number another accept reused; the
   // notification comes after this thread's last use of the listener (at thread exit).
   std::unique_lock lock(mu);
@@ -230,8 +421,8 @@ void Listener::Impl::Run(int fd) {
 }
 
 ConnectionPool::ConnectionPool(std::string host, uint16_t port, uint64_t instance,
-                               size_t max_idle)
-    : host_(std::move(host)), port_(port), instance_(instance), max_idle_(max_idle) {}
+                               size_t max_idle, std::optional<ClusterKey> key)
+    : host_(std::move(host)), port_(port), instance_(instance), max_idle_(max_idle), key_(key) {}
 
 ConnectionPool::~ConnectionPool() { DropIdle(); }
 
@@ -248,6 +439,31 @@ void ConnectionPool::Release(int fd) {
   } else {
     ::close(fd);
   }
+}
+
+Status ConnectionPool::Handshake(int fd, const Hello& hello, Deadline deadline) const {
+  if (!hello.auth) {
+    if (!key_) return OkStatus();
+    return Unavailable("the server asks for no cluster key, so it cannot prove it holds ours: "
+                       "refused");
+  }
+  if (!key_) return Unavailable("the server requires the cluster key and none is configured");
+  Nonce server_nonce, client_nonce;
+  AQ_RETURN_IF_ERROR(RecvAll(fd, server_nonce, deadline));
+  AQ_RETURN_IF_ERROR(RandomBytes(client_nonce));
+  const Mac proof = WireClientProof(*key_, hello.instance, server_nonce, client_nonce);
+  iovec iov[2] = {{client_nonce.data(), client_nonce.size()},
+                  {const_cast<std::byte*>(proof.data()), proof.size()}};
+  AQ_RETURN_IF_ERROR(SendAll(fd, iov, 2, deadline));
+  Mac server_proof;
+  if (!RecvAll(fd, server_proof, deadline, /*wait_first=*/true).ok()) {
+    return Unavailable("the server refused the handshake (a wrong cluster key?)");
+  }
+  if (!MacEqual(server_proof,
+                WireServerProof(*key_, hello.instance, server_nonce, client_nonce))) {
+    return Unavailable("the server failed to prove the cluster key");
+  }
+  return OkStatus();
 }
 
 Result<int> ConnectionPool::Acquire(Deadline deadline, bool* reused) {
@@ -277,9 +493,10 @@ Result<int> ConnectionPool::Acquire(Deadline deadline, bool* reused) {
   if (hello.ok() && hello->instance != instance_) {
     hello = Unavailable("the port now belongs to another process (a restart)");
   }
-  if (!hello.ok()) {
+  Status auth = hello.ok() ? Handshake(*fd, *hello, deadline) : hello.status();
+  if (!auth.ok()) {
     ::close(*fd);
-    return Unavailable(hello.status().message());
+    return Unavailable(auth.message());
   }
   return *fd;
 }

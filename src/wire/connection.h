@@ -1,6 +1,7 @@
 // The wire's connection plumbing, shared by the chunk wire (chunk_wire.h) and the metadata wire
-// (meta_wire.h): a server-side TCP listener with one thread per connection and the hello, and a
-// client-side pool of idle connections to one server. No protobuf, no gRPC.
+// (meta_wire.h): a server-side TCP listener with the hello, the cluster-key handshake and one
+// thread per authenticated connection, and a client-side pool of idle connections to one server.
+// No protobuf, no gRPC.
 #pragma once
 
 #include <sys/uio.h>
@@ -10,11 +11,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "aquifer/status.h"
+#include "common/cluster_key.h"
 #include "wire/chunk_wire.h"
 
 namespace aquifer::wire {
@@ -27,6 +30,8 @@ namespace aquifer::wire {
 // a timeout, or the errno text).
 inline constexpr int kFrameTimeoutSeconds = 60;
 inline constexpr int kIdleTimeoutSeconds = 600;
+inline constexpr int kHandshakeTimeoutSeconds = 5;
+inline constexpr size_t kMaxPendingHandshakes = 256;
 Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping);
 Status WriteFull(int fd, struct iovec* iov, int iov_count);
 
@@ -45,10 +50,20 @@ class Listener {
   // Listens on `host`:`port` (port 0 = the kernel chooses; host "" = every address); each
   // accepted connection gets the hello with `instance`, then `serve` on its own thread. At most
   // `max_connections` are served at once; one more is closed at accept. `name` labels log lines.
+  //
+  // With a `key`, the hello says so and the connection must pass the cluster-key handshake
+  // (common/cluster_key.h) before it gets a thread: the accepting thread runs every pending
+  // handshake itself with non-blocking sockets and poll(2), holding about 150 bytes per
+  // connection, at most kMaxPendingHandshakes at once (more are closed at accept), each for at
+  // most kHandshakeTimeoutSeconds. A wrong proof, a close or a timeout closes the connection at
+  // once and counts it in connections_unauthenticated(), with at most one log line per 10 s.
+  // Without a key every connection is served, as before the key existed.
   // Errors: kUnavailable when the address cannot be bound; kInvalidArgument for a bad host.
   static Result<std::unique_ptr<Listener>> Start(const std::string& name, const std::string& host,
                                                  uint16_t port, uint64_t instance, Serve serve,
-                                                 uint32_t max_connections = 1024);
+                                                 uint32_t max_connections = 1024,
+                                                 std::optional<ClusterKey> key =
+                                                     ProcessClusterKey());
   // Stops accepting, shuts every connection down (waking their threads) and joins them.
   // Idempotent.
   void Shutdown();
@@ -59,6 +74,8 @@ class Listener {
   uint64_t connections_accepted() const;
   uint64_t connections_refused() const;  // closed at accept: max_connections were open
   uint64_t connections_open() const;
+  uint64_t connections_unauthenticated() const;  // closed in the handshake (refused)
+  uint64_t handshakes_pending() const;            // accepted, handshake not yet over
 
   struct Impl;
 
@@ -68,18 +85,22 @@ class Listener {
 };
 
 // Idle connections to one server endpoint (host, port, and the instance its hello must carry).
-// Thread-safe.
+// With a `key`, a new connection runs the client side of the cluster-key handshake and refuses a
+// server that does not prove the key (or asks for none); without one, a server that asks for
+// the handshake is refused with a message naming the missing key. Thread-safe.
 class ConnectionPool {
  public:
-  ConnectionPool(std::string host, uint16_t port, uint64_t instance, size_t max_idle = 32);
+  ConnectionPool(std::string host, uint16_t port, uint64_t instance, size_t max_idle = 32,
+                 std::optional<ClusterKey> key = ProcessClusterKey());
   ~ConnectionPool();
 
   uint16_t port() const { return port_; }
   uint64_t instance() const { return instance_; }
 
   // An idle connection that the server has not closed meanwhile (*reused = true), or a new one
-  // whose hello carries the expected instance. Errors: kUnavailable (refused, timed out, a
-  // hello from another process or protocol version).
+  // whose hello carries the expected instance and whose handshake passed. Errors: kUnavailable
+  // (refused, timed out, a hello from another process or protocol version, a handshake that
+  // failed: a wrong key on either side, or a key on one side only).
   Result<int> Acquire(Deadline deadline, bool* reused);
   // Returns a connection whose last reply was read whole (else close it instead).
   void Release(int fd);
@@ -87,10 +108,14 @@ class ConnectionPool {
   void DropIdle();
 
  private:
+  // The client side of the handshake after `hello` on a new connection. Errors: kUnavailable.
+  Status Handshake(int fd, const Hello& hello, Deadline deadline) const;
+
   const std::string host_;
   const uint16_t port_;
   const uint64_t instance_;
   const size_t max_idle_;
+  const std::optional<ClusterKey> key_;
   std::mutex mu_;  // guards idle_
   std::vector<int> idle_;
 };

@@ -51,7 +51,11 @@ head -1 "$ROOT/status.txt" | grep -qx "health    ok" || fail "the first line of 
 grep -q "6 registered, 6 up, 0 down" "$ROOT/status.txt" || fail "status does not show 6 servers up"
 grep -q "mounted (fuse" "$ROOT/status.txt" || fail "status does not show the mount"
 META=$(json "s['meta']['address']")
-"$AQ" status --meta "$META" > "$ROOT/status-meta.txt" || fail "status --meta failed"
+# The cluster key: up made it 0600 beside the record; --meta (not a local cluster) needs --key.
+[ "$(stat -c %a "$ROOT/cluster.key")" = 600 ] || fail "cluster.key is not 0600"
+if "$AQ" status --meta "$META" > "$ROOT/status-nokey.txt" 2>&1; then fail "status --meta without the key succeeded"; fi
+grep -q "cluster-key token" "$ROOT/status-nokey.txt" || fail "status --meta without the key: $(cat "$ROOT/status-nokey.txt")"
+"$AQ" status --meta "$META" --key "$ROOT/cluster.key" > "$ROOT/status-meta.txt" || fail "status --meta failed"
 grep -q "6 up" "$ROOT/status-meta.txt" || fail "status --meta does not work"
 grep -q "^mounts .*$MNT (fuse.aquifer)" "$ROOT/status-meta.txt" || fail "status --meta does not list this cluster's mount"
 # Another cluster's status (nothing listens there) must not list this cluster's mount.

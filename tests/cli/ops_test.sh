@@ -123,7 +123,7 @@ fsck)
   grep -q "^fsck: listing chunks: [0-9]*/~[0-9]* versions" "$ROOT/fsck.txt" || fail "fsck printed no listing progress"
   grep -q "4 regular files" "$ROOT/fsck.txt" || fail "fsck did not walk the 4 files"
   ADDR=$(json "s['data_servers'][0]['address']")
-  "$TOOL" "$ADDR" 987654321 0 0 1 4096
+  AQUIFER_KEY_FILE="$ROOT/cluster.key" "$TOOL" "$ADDR" 987654321 0 0 1 4096
   if "$AQ" fsck --root "$ROOT" > "$ROOT/fsck2.txt"; then cat "$ROOT/fsck2.txt"; fail "fsck clean with an orphan"; fi
   cat "$ROOT/fsck2.txt"
   grep -q "ORPHAN  inode 987654321 does not exist" "$ROOT/fsck2.txt" || fail "orphan not reported"

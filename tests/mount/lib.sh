@@ -5,7 +5,8 @@
 #   aq_mount "$AQ_SCRATCH/mnt"   # a foreground aquifer-mount, tracked for teardown
 #
 # Needs AQ_META_BIN, AQ_DATA_BIN and AQ_MOUNT_BIN (CMake passes them). Every daemon writes its log
-# and port file under a fresh scratch directory /tmp/aquifer-mt-XXXX. An EXIT trap lazily unmounts
+# and port file under a fresh scratch directory /tmp/aquifer-mt-XXXX, which also holds the
+# cluster key (cluster.key, exported as AQUIFER_KEY_FILE). An EXIT trap lazily unmounts
 # every mount (fusermount3 -uz), kills every daemon it started (SIGTERM, then SIGKILL after a
 # deadline) and removes the scratch directory; AQ_KEEP=1 keeps it. Waits poll a condition with a
 # deadline; nothing sleeps a fixed time to let something happen.
@@ -22,6 +23,12 @@ AQ_LOG_LEVEL=${AQ_LOG_LEVEL:-info}
 T=${AQ_CMD_TIMEOUT:-60}  # seconds allowed to one command that touches a mount
 
 AQ_SCRATCH=$(mktemp -d /tmp/aquifer-mt-XXXX)
+# The cluster key (docs/operations.md "The cluster key"): every daemon and mount of the test
+# finds it through $AQUIFER_KEY_FILE; a mount's -o key= overrides it. AQ_NO_KEY=1: keyless.
+if [ "${AQ_NO_KEY:-0}" != 1 ]; then
+  (umask 077 && openssl rand -hex 32 >"$AQ_SCRATCH/cluster.key")
+  export AQUIFER_KEY_FILE="$AQ_SCRATCH/cluster.key"
+fi
 AQ_META_ADDR=""
 AQ_META_PID=""
 declare -a AQ_DATA_PIDS=()

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "client/rpc/meta_client.h"
+#include "common/cluster_key.h"
 #include "common/logging.h"
 
 #ifndef AQUIFER_META_BIN
@@ -45,6 +46,7 @@ ProcessCluster::~ProcessCluster() {
   Kill(meta_, SIGKILL);
   std::error_code ec;
   fs::remove_all(root_, ec);
+  if (!key_file_.empty()) SetProcessClusterKey(std::nullopt);
 }
 
 void ProcessCluster::Kill(Proc& proc, int signal) {
@@ -134,6 +136,13 @@ Status ProcessCluster::Start() {
   knob("--max-concurrent-moves", options_.max_concurrent_moves);
   knob("--move-rate-mib", options_.move_rate_mib);
   for (const std::string& f : options_.meta_flags) meta_.args.push_back(f);
+  if (options_.cluster_key) {
+    key_file_ = root_ + "/cluster.key";
+    AQ_RETURN_IF_ERROR(WriteNewClusterKeyFile(key_file_));
+    AQ_RETURN_IF_ERROR(LoadKeyForProcess(key_file_));
+    meta_.args.push_back("--key");
+    meta_.args.push_back(key_file_);
+  }
   AQ_RETURN_IF_ERROR(Spawn(meta_, AQUIFER_META_BIN));
   meta_address_ = meta_.address;
   // Later restarts reuse the port, so clients reconnect to the same address.
@@ -155,6 +164,10 @@ Status ProcessCluster::SpawnDataServer(int i) {
             "--failure-domain", "fd" + std::to_string(i), "--port-file", p.port_file,
             "--log-level", options_.log_level};
   for (const std::string& f : options_.data_flags) p.args.push_back(f);
+  if (!key_file_.empty()) {
+    p.args.push_back("--key");
+    p.args.push_back(key_file_);
+  }
   return Spawn(p, AQUIFER_DATA_BIN);
 }
 

@@ -42,6 +42,9 @@ struct ProcessClusterOptions {
   int64_t move_rate_mib = -1;          // --move-rate-mib, MiB/s per task
   std::vector<std::string> meta_flags; // more aquifer-meta flags, appended as given
   std::vector<std::string> data_flags; // more flags for every aquifer-data (e.g. scrub knobs)
+  // Make <scratch>/cluster.key, give it to every daemon (--key) and make it this process's key
+  // (SetProcessClusterKey) for the clients it creates; false: daemons and clients run keyless.
+  bool cluster_key = true;
 };
 
 class ProcessCluster {
@@ -60,6 +63,8 @@ class ProcessCluster {
   const std::string& meta_address() const { return meta_address_; }
   // The scratch directory (removed by the destructor).
   const std::string& scratch_dir() const { return root_; }
+  // The cluster key file the daemons use; "" without options.cluster_key.
+  const std::string& key_file() const { return key_file_; }
   int data_server_count() const { return static_cast<int>(data_.size()); }
   // The chunk-store directory of data server i (chunk files live under <dir>/chunks/).
   std::string data_dir(int i) const;
@@ -118,6 +123,7 @@ class ProcessCluster {
 
   ProcessClusterOptions options_;
   std::string root_;
+  std::string key_file_;
   std::string meta_address_;
   Proc meta_;
   std::vector<Proc> data_;

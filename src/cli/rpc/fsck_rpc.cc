@@ -7,6 +7,7 @@
 
 #include "data.grpc.pb.h"
 #include "meta.grpc.pb.h"
+#include "common/rpc/rpc_auth.h"
 
 namespace aquifer::cli {
 
@@ -46,7 +47,7 @@ class GrpcFsckRpc final : public FsckRpc {
       : meta_address_(meta),
         timeout_(timeout),
         meta_(aquifer::rpc::MetaService::NewStub(
-            grpc::CreateChannel(meta, grpc::InsecureChannelCredentials()))) {}
+            NewAuthChannel(meta))) {}
 
   Result<std::vector<FsckServer>> Servers() override {
     aquifer::rpc::ClusterMapResponse resp;
@@ -205,8 +206,7 @@ class GrpcFsckRpc final : public FsckRpc {
     if (!stub) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(64 << 20);
-      stub = aquifer::rpc::DataService::NewStub(grpc::CreateCustomChannel(
-          address, grpc::InsecureChannelCredentials(), args));
+      stub = aquifer::rpc::DataService::NewStub(NewAuthChannel(address, args));
     }
     return stub.get();
   }

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "meta.grpc.pb.h"
+#include "common/rpc/rpc_auth.h"
 
 namespace aquifer::cli {
 
@@ -24,7 +25,7 @@ Status FromRpc(const grpc::Status& transport, const aquifer::rpc::RpcStatus& app
 
 Result<ClusterView> FetchClusterView(const std::string& address,
                                      std::chrono::milliseconds timeout) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto channel = NewAuthChannel(address);
   auto stub = aquifer::rpc::MetaService::NewStub(channel);
   ClusterView view;
   {
@@ -81,7 +82,7 @@ Result<ClusterView> FetchClusterView(const std::string& address,
 
 Result<MovesView> FetchMoves(const std::string& address, std::chrono::milliseconds timeout) {
   auto stub = aquifer::rpc::MetaService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      NewAuthChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   aquifer::rpc::GetMovesRequest req;
@@ -146,7 +147,7 @@ Result<MovesView> FetchMoves(const std::string& address, std::chrono::millisecon
 Result<ActivityView> FetchActivity(const std::string& address, uint32_t max_events,
                                    std::chrono::milliseconds timeout) {
   auto stub = aquifer::rpc::MetaService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      NewAuthChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   aquifer::rpc::GetActivityRequest req;
@@ -174,7 +175,7 @@ enum class AdminCall { kDrain, kUndrain, kRemove };
 Result<ServerAdminResult> ServerAdmin(const std::string& address, ServerId id, AdminCall call,
                                       bool force, std::chrono::milliseconds timeout) {
   auto stub = aquifer::rpc::MetaService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      NewAuthChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   aquifer::rpc::ServerAdminRequest req;
@@ -212,7 +213,7 @@ Result<ServerAdminResult> RemoveServer(const std::string& address, ServerId id, 
 Result<MetaBackupView> BackupMeta(const std::string& address, const std::string& dest_dir,
                                   std::chrono::milliseconds timeout) {
   auto stub = aquifer::rpc::MetaService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      NewAuthChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   aquifer::rpc::BackupRequest req;

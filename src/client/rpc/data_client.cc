@@ -15,6 +15,7 @@
 
 #include "aquifer/units.h"
 #include "data.grpc.pb.h"
+#include "common/rpc/rpc_auth.h"
 
 namespace aquifer::client {
 namespace {
@@ -77,7 +78,7 @@ class GrpcDataClient final : public DataClient {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kRpcConnectTimeoutMs);  // connect timeout
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    channel_ = NewAuthChannel(address, args);
     stub_ = pb::DataService::NewStub(channel_);
     generic_ = std::make_unique<grpc::GenericStub>(channel_);
   }

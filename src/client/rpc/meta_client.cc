@@ -24,6 +24,7 @@
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
 #include "wire/meta_wire.h"
+#include "common/rpc/rpc_auth.h"
 
 namespace aquifer::client {
 namespace {
@@ -34,6 +35,9 @@ namespace pb = ::aquifer::rpc;
 template <class Resp>
 Status FromRpc(const grpc::Status& transport, const Resp* resp) {
   const pb::RpcStatus& status = resp->status();
+  if (transport.error_code() == grpc::StatusCode::UNAUTHENTICATED) {  // a wrong or no key
+    return Status(Code::kPermissionDenied, "metadata server: " + transport.error_message());
+  }
   if (!transport.ok()) {
     return Unavailable("metadata server: " + transport.error_message());
   }
@@ -179,7 +183,7 @@ class GrpcMetaClient final : public MetaClient {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kRpcConnectTimeoutMs);  // connect timeout
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    channel_ = NewAuthChannel(address, args);
     stub_ = pb::MetaService::NewStub(channel_);
   }
 

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "meta.grpc.pb.h"
+#include "common/rpc/rpc_auth.h"
 
 namespace aquifer::client {
 namespace {
@@ -25,7 +26,7 @@ class GrpcMoveAdmin final : public MoveAdmin {
   GrpcMoveAdmin(const std::string& address, std::chrono::milliseconds timeout)
       : address_(address), timeout_(timeout) {
     stub_ = pb::MetaService::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+        NewAuthChannel(address));
   }
 
   Result<MovesStatus> GetMoves() override {

@@ -17,6 +17,7 @@
 
 #include "aquifer/units.h"
 #include "common/logging.h"
+#include "common/rpc/rpc_auth.h"
 #include "common/rpc/rpc_metrics.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
@@ -210,20 +211,23 @@ class ServiceImpl final : public pb::MetaService::Service {
     wire_instance_ = instance;
   }
 
-  grpc::Status Lookup(grpc::ServerContext*, const pb::LookupRequest* req,
+  grpc::Status Lookup(grpc::ServerContext* ctx, const pb::LookupRequest* req,
                       pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
                           SessionId(req->session())),
              resp);
     return grpc::Status::OK;
   }
-  grpc::Status GetAttr(grpc::ServerContext*, const pb::GetAttrRequest* req,
+  grpc::Status GetAttr(grpc::ServerContext* ctx, const pb::GetAttrRequest* req,
                        pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     FillAttr(svc_->GetAttr(InodeId(req->ino()), SessionId(req->session())), resp);
     return grpc::Status::OK;
   }
-  grpc::Status SetAttr(grpc::ServerContext*, const pb::SetAttrRequest* req,
+  grpc::Status SetAttr(grpc::ServerContext* ctx, const pb::SetAttrRequest* req,
                        pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const SetAttrArgs a = FromPb(*req);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
@@ -250,8 +254,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
   }
 
-  grpc::Status Create(grpc::ServerContext*, const pb::CreateRequest* req,
+  grpc::Status Create(grpc::ServerContext* ctx, const pb::CreateRequest* req,
                       pb::CreateResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     CreateArgs a;
     a.parent = InodeId(req->parent());
     a.name = req->name();
@@ -284,8 +289,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {a.parent});
     return grpc::Status::OK;
   }
-  grpc::Status Mkdir(grpc::ServerContext*, const pb::MkdirRequest* req,
+  grpc::Status Mkdir(grpc::ServerContext* ctx, const pb::MkdirRequest* req,
                      pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -299,8 +305,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
-  grpc::Status Symlink(grpc::ServerContext*, const pb::SymlinkRequest* req,
+  grpc::Status Symlink(grpc::ServerContext* ctx, const pb::SymlinkRequest* req,
                        pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -315,8 +322,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
-  grpc::Status Link(grpc::ServerContext*, const pb::LinkRequest* req,
+  grpc::Status Link(grpc::ServerContext* ctx, const pb::LinkRequest* req,
                     pb::AttrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller()),
@@ -331,8 +339,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {InodeId(req->new_parent())});
     return grpc::Status::OK;
   }
-  grpc::Status Unlink(grpc::ServerContext*, const pb::RemoveRequest* req,
+  grpc::Status Unlink(grpc::ServerContext* ctx, const pb::RemoveRequest* req,
                       pb::RemoveResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -344,8 +353,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
-  grpc::Status Rmdir(grpc::ServerContext*, const pb::RemoveRequest* req,
+  grpc::Status Rmdir(grpc::ServerContext* ctx, const pb::RemoveRequest* req,
                      pb::RemoveResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -357,8 +367,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     AddDirAttrs(resp, {InodeId(req->parent())});
     return grpc::Status::OK;
   }
-  grpc::Status Rename(grpc::ServerContext*, const pb::RenameRequest* req,
+  grpc::Status Rename(grpc::ServerContext* ctx, const pb::RenameRequest* req,
                       pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -376,15 +387,17 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status Readlink(grpc::ServerContext*, const pb::ReadlinkRequest* req,
+  grpc::Status Readlink(grpc::ServerContext* ctx, const pb::ReadlinkRequest* req,
                         pb::ReadlinkResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->Readlink(InodeId(req->ino()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) resp->set_target(*r);
     return grpc::Status::OK;
   }
-  grpc::Status ReadDir(grpc::ServerContext*, const pb::ReadDirRequest* req,
+  grpc::Status ReadDir(grpc::ServerContext* ctx, const pb::ReadDirRequest* req,
                        pb::ReadDirResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     bool eof = false;
     auto r = svc_->ReadDir(InodeId(req->ino()), req->cookie(), req->max_entries(), req->plus(),
                            FromPb(req->caller()), &eof, SessionId(req->session()));
@@ -401,15 +414,17 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_eof(eof);
     return grpc::Status::OK;
   }
-  grpc::Status GetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+  grpc::Status GetXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->GetXattr(InodeId(req->ino()), req->name(), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) resp->set_value(*r);
     return grpc::Status::OK;
   }
-  grpc::Status SetXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+  grpc::Status SetXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -420,8 +435,9 @@ class ServiceImpl final : public pb::MetaService::Service {
                                                      FromPb(req->caller())));
     return grpc::Status::OK;
   }
-  grpc::Status ListXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+  grpc::Status ListXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                          pb::XattrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->ListXattr(InodeId(req->ino()), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -429,8 +445,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status RemoveXattr(grpc::ServerContext*, const pb::XattrRequest* req,
+  grpc::Status RemoveXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                            pb::XattrResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -440,8 +457,9 @@ class ServiceImpl final : public pb::MetaService::Service {
               svc_->RemoveXattr(InodeId(req->ino()), req->name(), FromPb(req->caller())));
     return grpc::Status::OK;
   }
-  grpc::Status StatFs(grpc::ServerContext*, const pb::StatFsRequest*,
+  grpc::Status StatFs(grpc::ServerContext* ctx, const pb::StatFsRequest*,
                       pb::StatFsResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->StatFs();
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -473,8 +491,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_write_version(r->write_version);
   }
 
-  grpc::Status Open(grpc::ServerContext*, const pb::OpenRequest* req,
+  grpc::Status Open(grpc::ServerContext* ctx, const pb::OpenRequest* req,
                     pb::OpenResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
@@ -485,8 +504,9 @@ class ServiceImpl final : public pb::MetaService::Service {
              resp);
     return grpc::Status::OK;
   }
-  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
+  grpc::Status Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req,
                        pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -496,8 +516,9 @@ class ServiceImpl final : public pb::MetaService::Service {
               svc_->Release(InodeId(req->ino()), SessionId(req->session()), req->was_write()));
     return grpc::Status::OK;
   }
-  grpc::Status ReleaseBatch(grpc::ServerContext*, const pb::ReleaseBatchRequest* req,
+  grpc::Status ReleaseBatch(grpc::ServerContext* ctx, const pb::ReleaseBatchRequest* req,
                             pb::ReleaseBatchResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     if (req->items_size() > static_cast<int>(kMaxReleaseBatchItems)) {
       SetStatus(resp->mutable_status(),
                 InvalidArgument("release batch of " + std::to_string(req->items_size()) +
@@ -522,8 +543,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     SetStatus(resp->mutable_status(), OkStatus());
     return grpc::Status::OK;
   }
-  grpc::Status Commit(grpc::ServerContext*, const pb::CommitRequest* req,
+  grpc::Status Commit(grpc::ServerContext* ctx, const pb::CommitRequest* req,
                       pb::CommitResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     CommitArgs a;
     a.ino = InodeId(req->ino());
     a.session = SessionId(req->session());
@@ -576,8 +598,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status OpenSession(grpc::ServerContext*, const pb::OpenSessionRequest* req,
+  grpc::Status OpenSession(grpc::ServerContext* ctx, const pb::OpenSessionRequest* req,
                            pb::OpenSessionResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->OpenSession(req->client_name(), req->cache_leases());
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -589,20 +612,23 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status KeepAlive(grpc::ServerContext*, const pb::SessionRequest* req,
+  grpc::Status KeepAlive(grpc::ServerContext* ctx, const pb::SessionRequest* req,
                          pb::KeepAliveResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     SetStatus(resp->mutable_status(), svc_->KeepAlive(SessionId(req->session())));
     resp->set_wire_port(wire_port_);
     resp->set_wire_instance(wire_instance_);
     return grpc::Status::OK;
   }
-  grpc::Status CloseSession(grpc::ServerContext*, const pb::SessionRequest* req,
+  grpc::Status CloseSession(grpc::ServerContext* ctx, const pb::SessionRequest* req,
                             pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     SetStatus(resp->mutable_status(), svc_->CloseSession(SessionId(req->session())));
     return grpc::Status::OK;
   }
-  grpc::Status AcquireLease(grpc::ServerContext*, const pb::LeaseRequest* req,
+  grpc::Status AcquireLease(grpc::ServerContext* ctx, const pb::LeaseRequest* req,
                             pb::OpenResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
@@ -611,8 +637,9 @@ class ServiceImpl final : public pb::MetaService::Service {
              resp);
     return grpc::Status::OK;
   }
-  grpc::Status ReturnLease(grpc::ServerContext*, const pb::LeaseRequest* req,
+  grpc::Status ReturnLease(grpc::ServerContext* ctx, const pb::LeaseRequest* req,
                            pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     SetStatus(resp->mutable_status(),
               call.applied() ? OkStatus()
@@ -621,8 +648,9 @@ class ServiceImpl final : public pb::MetaService::Service {
   }
   // Over gRPC a recall wait would hold one of the server's few request threads per mount: it
   // answers at once (the client polls). The metadata wire has a thread per connection and waits.
-  grpc::Status WaitRecall(grpc::ServerContext*, const pb::WaitRecallRequest* req,
+  grpc::Status WaitRecall(grpc::ServerContext* ctx, const pb::WaitRecallRequest* req,
                           pb::WaitRecallResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     return AnswerWaitRecall(*req, std::chrono::milliseconds(0), resp);
   }
   grpc::Status WaitRecallOnWire(grpc::ServerContext*, const pb::WaitRecallRequest* req,
@@ -649,8 +677,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status SetLock(grpc::ServerContext*, const pb::LockRequest* req,
+  grpc::Status SetLock(grpc::ServerContext* ctx, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -659,8 +688,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     SetStatus(resp->mutable_status(), svc_->SetLock(FromPb(*req)));
     return grpc::Status::OK;
   }
-  grpc::Status GetLock(grpc::ServerContext*, const pb::LockRequest* req,
+  grpc::Status GetLock(grpc::ServerContext* ctx, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     auto r = svc_->GetLock(FromPb(*req));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -671,8 +701,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status RegisterServer(grpc::ServerContext*, const pb::RegisterServerRequest* req,
+  grpc::Status RegisterServer(grpc::ServerContext* ctx, const pb::RegisterServerRequest* req,
                               pb::RegisterServerResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ServerRegistration reg;
     reg.address = req->address();
     reg.failure_domain = req->failure_domain();
@@ -689,8 +720,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* req,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
                          pb::HeartbeatResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     HeartbeatArgs a;
     a.server = ServerId(req->server_id());
     a.capacity_bytes = req->capacity_bytes();
@@ -734,8 +766,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status GetClusterMap(grpc::ServerContext*, const pb::ClusterMapRequest*,
+  grpc::Status GetClusterMap(grpc::ServerContext* ctx, const pb::ClusterMapRequest*,
                              pb::ClusterMapResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClusterMap map = svc_->GetClusterMap();
     SetStatus(resp->mutable_status(), OkStatus());
     resp->set_version(map.version);
@@ -773,8 +806,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_restore_ino_floor(map.restore_ino_floor);
     return grpc::Status::OK;
   }
-  grpc::Status Backup(grpc::ServerContext*, const pb::BackupRequest* req,
+  grpc::Status Backup(grpc::ServerContext* ctx, const pb::BackupRequest* req,
                       pb::BackupResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     // The path is checked by the core (length, NUL, absolute, components): it crosses a process
     // boundary and names a place on this host.
     Result<BackupResult> r = svc_->Backup(req->dest_dir());
@@ -789,8 +823,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_same_file_system(r->same_file_system);
     return grpc::Status::OK;
   }
-  grpc::Status GetActivity(grpc::ServerContext*, const pb::GetActivityRequest* req,
+  grpc::Status GetActivity(grpc::ServerContext* ctx, const pb::GetActivityRequest* req,
                            pb::GetActivityResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const uint32_t asked = req->max_events();
     if (asked > kEventLogCapacity) {
       SetStatus(resp->mutable_status(),
@@ -818,28 +853,33 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_started_unix_ms(svc_->started_unix_ms());
     return grpc::Status::OK;
   }
-  grpc::Status Sync(grpc::ServerContext*, const pb::SyncRequest*,
+  grpc::Status Sync(grpc::ServerContext* ctx, const pb::SyncRequest*,
                     pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     SetStatus(resp->mutable_status(), svc_->Sync());
     return grpc::Status::OK;
   }
-  grpc::Status DrainServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+  grpc::Status DrainServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                            pb::ServerAdminResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     FillAdmin(svc_->DrainServer(ServerId(req->server_id())), resp);
     return grpc::Status::OK;
   }
-  grpc::Status UndrainServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+  grpc::Status UndrainServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                              pb::ServerAdminResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     FillAdmin(svc_->UndrainServer(ServerId(req->server_id())), resp);
     return grpc::Status::OK;
   }
-  grpc::Status RemoveServer(grpc::ServerContext*, const pb::ServerAdminRequest* req,
+  grpc::Status RemoveServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                             pb::ServerAdminResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     FillAdmin(svc_->RemoveServer(ServerId(req->server_id()), req->force()), resp);
     return grpc::Status::OK;
   }
-  grpc::Status GetMoves(grpc::ServerContext*, const pb::GetMovesRequest*,
+  grpc::Status GetMoves(grpc::ServerContext* ctx, const pb::GetMovesRequest*,
                         pb::GetMovesResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     MovesReport r = svc_->GetMoves();
     SetStatus(resp->mutable_status(), OkStatus());
     for (const MoveInfo& m : r.moves) {
@@ -884,8 +924,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     sum->set_degraded_stripes(r.degraded_stripes);
     return grpc::Status::OK;
   }
-  grpc::Status ReportLost(grpc::ServerContext*, const pb::ReportLostRequest* req,
+  grpc::Status ReportLost(grpc::ServerContext* ctx, const pb::ReportLostRequest* req,
                           pb::ReportLostResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     if (req->stripes_size() > static_cast<int>(Inode::kMaxLostStripesRecorded)) {
       SetStatus(resp->mutable_status(), InvalidArgument("report lost: more than 1024 stripes"));
       return grpc::Status::OK;
@@ -896,8 +937,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (r.ok()) resp->set_recorded(*r);
     return grpc::Status::OK;
   }
-  grpc::Status SetRebalance(grpc::ServerContext*, const pb::SetRebalanceRequest* req,
+  grpc::Status SetRebalance(grpc::ServerContext* ctx, const pb::SetRebalanceRequest* req,
                             pb::StatusResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     RebalanceKnobs k;
     k.max_concurrent_moves = req->max_concurrent_moves();
     k.move_rate_mib = req->move_rate_mib();
@@ -1064,7 +1106,11 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(out->impl_->service.get());
-  builder.experimental().SetInterceptorCreators(RpcMetricsInterceptors("aquifer_meta"));
+  // The token check first: its verdict is what each handler's CheckCallAuth reads.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(NewAuthInterceptorFactory("aquifer-meta gRPC"));
+  for (auto& c : RpcMetricsInterceptors("aquifer_meta")) creators.push_back(std::move(c));
+  builder.experimental().SetInterceptorCreators(std::move(creators));
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   grpc::ResourceQuota quota("aquifer-meta");

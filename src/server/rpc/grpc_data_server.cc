@@ -17,6 +17,7 @@
 #include "aquifer/units.h"
 #include "common/logging.h"
 #include "common/port_file.h"
+#include "common/rpc/rpc_auth.h"
 #include "common/rpc/rpc_metrics.h"
 #include "data.grpc.pb.h"
 #include "server/data_metrics.h"
@@ -81,8 +82,9 @@ class DataServiceImpl final : public rpc::DataService::Service {
   // The chunk wire's listener, reported by Info (null: not served). Set before serving.
   void SetWire(const WireServer* wire) { wire_ = wire; }
 
-  grpc::Status WriteChunk(grpc::ServerContext*, const rpc::WriteChunkRequest* req,
+  grpc::Status WriteChunk(grpc::ServerContext* ctx, const rpc::WriteChunkRequest* req,
                           rpc::WriteChunkResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const auto start = std::chrono::steady_clock::now();
     Status outcome = [&] {
       Result<ChunkId> id = FromRpc(req->key());
@@ -97,8 +99,9 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return Reply(outcome, resp);
   }
 
-  grpc::Status ReadChunk(grpc::ServerContext*, const rpc::ReadChunkRequest* req,
+  grpc::Status ReadChunk(grpc::ServerContext* ctx, const rpc::ReadChunkRequest* req,
                          rpc::ReadChunkResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const auto start = std::chrono::steady_clock::now();
     Result<ChunkId> id = FromRpc(req->key());
     if (!id.ok()) {
@@ -121,6 +124,7 @@ class DataServiceImpl final : public rpc::DataService::Service {
 
   grpc::Status ReadChunkStream(grpc::ServerContext* ctx, const rpc::ReadChunkRequest* req,
                                grpc::ServerWriter<rpc::ReadChunkResponse>* writer) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     rpc::ReadChunkResponse resp;
     auto fail = [&](const Status& s) {
       resp.Clear();
@@ -156,8 +160,9 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status DeleteChunks(grpc::ServerContext*, const rpc::DeleteChunksRequest* req,
+  grpc::Status DeleteChunks(grpc::ServerContext* ctx, const rpc::DeleteChunksRequest* req,
                             rpc::DeleteChunksResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     uint64_t deleted = 0;
     for (const rpc::DeleteRange& r : req->ranges()) {
       if (r.ino() == 0) return Reply(InvalidArgument("inode 0 is never valid"), resp);
@@ -178,8 +183,9 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return Reply(OkStatus(), resp);
   }
 
-  grpc::Status ListChunks(grpc::ServerContext*, const rpc::ListChunksRequest* req,
+  grpc::Status ListChunks(grpc::ServerContext* ctx, const rpc::ListChunksRequest* req,
                           rpc::ListChunksResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const uint32_t limit =
         req->limit() == 0 ? kDefaultListLimit : std::min(req->limit(), kMaxListLimit);
     const ChunkId after{InodeId(req->after().ino()), req->after().stripe(),
@@ -198,8 +204,9 @@ class DataServiceImpl final : public rpc::DataService::Service {
     return Reply(OkStatus(), resp);
   }
 
-  grpc::Status Info(grpc::ServerContext*, const rpc::DataServerInfoRequest*,
+  grpc::Status Info(grpc::ServerContext* ctx, const rpc::DataServerInfoRequest*,
                     rpc::DataServerInfoResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     const ChunkStoreStats s = core_->store().Stats();
     resp->set_server_id(core_->server_id().value());
     resp->set_capacity_bytes(s.capacity_bytes);
@@ -240,8 +247,7 @@ Status FromRpc(const grpc::Status& g, const rpc::RpcStatus& s, const char* what)
 class GrpcMetaLink final : public MetaLink {
  public:
   GrpcMetaLink(const std::string& address, uint32_t timeout_ms)
-      : stub_(rpc::MetaService::NewStub(grpc::CreateCustomChannel(
-            address, grpc::InsecureChannelCredentials(), ChannelArgs()))),
+      : stub_(rpc::MetaService::NewStub(NewAuthChannel(address, ChannelArgs()))),
         timeout_(timeout_ms) {}
 
   // Reconnect within a second of aquifer-meta coming back. gRPC's default backoff grows to 120 s
@@ -417,7 +423,7 @@ class GrpcPeerLink final : public PeerLink {
       args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
       args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
       stub = rpc::DataService::NewStub(
-          grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+          NewAuthChannel(address, args));
     }
     return stub.get();
   }
@@ -472,7 +478,11 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.RegisterService(impl->service.get());
-  builder.experimental().SetInterceptorCreators(RpcMetricsInterceptors("aquifer_data"));
+  // The token check first: its verdict is what each handler's CheckCallAuth reads.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(NewAuthInterceptorFactory("aquifer-data gRPC"));
+  for (auto& c : RpcMetricsInterceptors("aquifer_data")) creators.push_back(std::move(c));
+  builder.experimental().SetInterceptorCreators(std::move(creators));
   // As in aquifer-meta: with the default MAX_POLLERS (2) the sync server creates and destroys a
   // thread for every request that arrives while two handlers run, which is the common case here
   // (a client writes k+m chunks and reads ahead whole stripes in parallel).

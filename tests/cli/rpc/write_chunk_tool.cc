@@ -1,13 +1,16 @@
 // Test helper: writes one chunk to a data server through its gRPC WriteChunk, as a client would
 // (with a placement), so tests can plant a chunk for an inode that does not exist (an orphan).
 //   write_chunk_tool ADDRESS INO STRIPE POSITION VERSION BYTES [PG_WIDTH PG_INDEX K M]
-// Exit 0 when the server accepted it; 1 with the error otherwise; 2 on bad usage.
+// Exit 0 when the server accepted it; 1 with the error otherwise; 2 on bad usage. The cluster key
+// comes from $AQUIFER_KEY_FILE (none when unset).
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "common/cluster_key.h"
+#include "common/rpc/rpc_auth.h"
 #include "data.grpc.pb.h"
 
 int main(int argc, char** argv) {
@@ -37,8 +40,11 @@ int main(int argc, char** argv) {
   p->set_unit_bytes(1048576);
   p->set_stripe_bytes(bytes);
   p->set_replicated(bytes < 1048576);
-  auto stub = aquifer::rpc::DataService::NewStub(
-      grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials()));
+  if (aquifer::Status key = aquifer::LoadKeyForProcess(aquifer::KeyFilePath("")); !key.ok()) {
+    std::fprintf(stderr, "cluster key: %s\n", key.ToString().c_str());
+    return 2;
+  }
+  auto stub = aquifer::rpc::DataService::NewStub(aquifer::NewAuthChannel(argv[1]));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   aquifer::rpc::WriteChunkResponse resp;

@@ -1,0 +1,156 @@
+// Call tokens on gRPC channels and their check on servers (rpc_auth.h).
+#include "common/rpc/rpc_auth.h"
+
+#include <grpcpp/support/client_interceptor.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "common/logging.h"
+
+namespace aquifer {
+namespace {
+
+// Set by the server interceptor on a call that passed; a client's own copy is erased first.
+constexpr char kVerifiedHeader[] = "aq-auth-verified";
+
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  TokenInterceptor(const ClusterKey& key, const char* method)
+      : key_(key), method_(method == nullptr ? "" : method) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      Result<std::string> token = MintToken(key_, method_, std::chrono::system_clock::now());
+      // Without a token (no random bytes) the server refuses the call: UNAUTHENTICATED.
+      if (token.ok()) {
+        methods->GetSendInitialMetadata()->emplace(std::string(kTokenHeader), *token);
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const ClusterKey key_;  // a copy: a call may outlive its channel
+  std::string method_;
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(const ClusterKey& key) : key_(key) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new TokenInterceptor(key_, info->method());
+  }
+
+ private:
+  const ClusterKey key_;  // the interceptors of this channel refer to it
+};
+
+struct RefusalLog {
+  std::string name;
+  std::mutex mu;  // guards next_log
+  std::chrono::steady_clock::time_point next_log;
+  std::atomic<uint64_t> refused{0};
+};
+
+class VerifyInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  VerifyInterceptor(const std::optional<ClusterKey>& key, RefusalLog& log,
+                    grpc::experimental::ServerRpcInfo* info)
+      : key_(key), log_(log), info_(info) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      auto* metadata = methods->GetRecvInitialMetadata();
+      metadata->erase(grpc::string_ref(kVerifiedHeader));
+      Status verdict = OkStatus();
+      if (key_) {
+        const auto it = metadata->find(grpc::string_ref(kTokenHeader.data(), kTokenHeader.size()));
+        const char* method = info_->method() == nullptr ? "" : info_->method();
+        verdict = it == metadata->end()
+                      ? Status(Code::kPermissionDenied, "no token")
+                      : VerifyToken(*key_, method,
+                                    std::string_view(it->second.data(), it->second.size()),
+                                    std::chrono::system_clock::now());
+        if (!verdict.ok()) LogRefusal(method, verdict.message());
+      }
+      if (verdict.ok()) {
+        metadata->emplace(grpc::string_ref(kVerifiedHeader), grpc::string_ref("1", 1));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  void LogRefusal(const char* method, std::string_view reason) {
+    const uint64_t count = log_.refused.fetch_add(1) + 1;
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(log_.mu);
+    if (now < log_.next_log) return;
+    log_.next_log = now + std::chrono::seconds(10);
+    const std::string peer =
+        info_->server_context() == nullptr ? "?" : info_->server_context()->peer();
+    Logger("rpc")->warn("{} refused unauthenticated call peer={} method={} reason={} "
+                        "refused_total={}",
+                        log_.name, peer, method, reason, count);
+  }
+
+  const std::optional<ClusterKey>& key_;
+  RefusalLog& log_;
+  grpc::experimental::ServerRpcInfo* info_;
+};
+
+class VerifyInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  VerifyInterceptorFactory(std::string name, std::optional<ClusterKey> key) : key_(key) {
+    log_.name = std::move(name);
+    if (!key_) {
+      Logger("rpc")->warn("{} serves without a cluster key: any process that reaches it is "
+                          "served (docs/operations.md \"The cluster key\")",
+                          log_.name);
+    }
+  }
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new VerifyInterceptor(key_, log_, info);
+  }
+
+ private:
+  const std::optional<ClusterKey> key_;
+  RefusalLog log_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> NewAuthChannel(const std::string& address,
+                                              const grpc::ChannelArguments& args,
+                                              std::optional<ClusterKey> key) {
+  if (!key) return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
+  creators.push_back(std::make_unique<TokenInterceptorFactory>(*key));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, grpc::InsecureChannelCredentials(), args, std::move(creators));
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAuthInterceptorFactory(
+    const std::string& name, std::optional<ClusterKey> key) {
+  return std::make_unique<VerifyInterceptorFactory>(name, key);
+}
+
+grpc::Status CheckCallAuth(grpc::ServerContext* ctx) {
+  // A context bound to no call is the metadata wire's dispatch, whose connection passed the
+  // cluster-key handshake (connection.h) before it could send a request.
+  if (ctx->c_call() == nullptr) return grpc::Status::OK;
+  const auto& metadata = ctx->client_metadata();
+  if (metadata.find(grpc::string_ref(kVerifiedHeader)) != metadata.end()) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "aquifer: no valid cluster-key token on this call");
+}
+
+}  // namespace aquifer

@@ -1,0 +1,126 @@
+// The cluster key against real aquifer-meta and aquifer-data processes (ProcessCluster makes a
+// key and gives it to both): every gRPC method of both services refuses a call with no token or
+// a token made with another key (UNAUTHENTICATED, before its handler runs), and the metadata wire
+// and the chunk wire refuse a handshake with a wrong key or none, while the right key works on
+// all three.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "common/cluster_key.h"
+#include "common/rpc/rpc_auth.h"
+#include "data.grpc.pb.h"
+#include "meta.grpc.pb.h"
+#include "testing/cluster_fixture.h"
+#include "wire/connection.h"
+
+namespace aquifer::testing {
+namespace {
+
+namespace pb = ::aquifer::rpc;
+
+ClusterKey WrongKey() {
+  ClusterKey k;
+  k.bytes.fill(std::byte{7});
+  return k;
+}
+
+// Calls `method` ("/aquifer.rpc.MetaService/Lookup") with an empty request; its status.
+grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty("");  // an empty message: a default ByteBuffer is no message at all
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+std::vector<std::string> MethodsOf(const std::string& service) {
+  const auto* d =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+  std::vector<std::string> out;
+  for (int i = 0; d != nullptr && i < d->method_count(); ++i) {
+    out.push_back("/" + service + "/" + d->method(i)->name());
+  }
+  return out;
+}
+
+class AuthClusterTest : public ProcessClusterTest {};
+
+TEST_F(AuthClusterTest, EveryMethodAndBothWiresRefuseAWrongKeyOrNone) {
+  StartCluster({.data_servers = 2, .k = 1, .m = 1});
+  ASSERT_FALSE(cluster_->key_file().empty());
+  const std::string meta = cluster_->meta_address();
+  const std::string data = cluster_->data_address(0);
+  struct Endpoint {
+    std::string address;
+    std::string service;
+    size_t methods;  // at least
+  } endpoints[] = {{meta, "aquifer.rpc.MetaService", 40}, {data, "aquifer.rpc.DataService", 6}};
+  struct Caller {
+    const char* name;
+    std::optional<ClusterKey> key;
+  } refused[] = {{"no key", std::nullopt}, {"wrong key", WrongKey()}};
+  for (const Endpoint& e : endpoints) {
+    const std::vector<std::string> methods = MethodsOf(e.service);
+    ASSERT_GE(methods.size(), e.methods) << e.service;
+    for (const Caller& c : refused) {
+      auto channel = NewAuthChannel(e.address, {}, c.key);
+      for (const std::string& m : methods) {
+        const grpc::Status s = CallEmpty(channel, m);
+        EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << c.name << " " << m << ": " << s.error_code() << " " << s.error_message();
+      }
+    }
+  }
+
+  // The right key: the cluster's own calls and the wires work.
+  const std::optional<ClusterKey> key = ProcessClusterKey();
+  ASSERT_TRUE(key.has_value());
+  auto data_stub = pb::DataService::NewStub(NewAuthChannel(data, {}, key));
+  grpc::ClientContext info_ctx;
+  pb::DataServerInfoResponse info;
+  ASSERT_TRUE(data_stub->Info(&info_ctx, pb::DataServerInfoRequest(), &info).ok());
+  ASSERT_GT(info.wire_port(), 0u);
+  auto meta_stub = pb::MetaService::NewStub(NewAuthChannel(meta, {}, key));
+  grpc::ClientContext session_ctx;
+  pb::OpenSessionRequest open;
+  open.set_client_name("auth-test");
+  pb::OpenSessionResponse session;
+  ASSERT_TRUE(meta_stub->OpenSession(&session_ctx, open, &session).ok());
+  ASSERT_GT(session.wire_port(), 0u);
+
+  struct Wire {
+    const char* name;
+    uint16_t port;
+    uint64_t instance;
+  } wires[] = {{"chunk wire", static_cast<uint16_t>(info.wire_port()), info.wire_instance()},
+               {"metadata wire", static_cast<uint16_t>(session.wire_port()),
+                session.wire_instance()}};
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  for (const Wire& w : wires) {
+    bool reused = false;
+    for (const Caller& c : refused) {
+      wire::ConnectionPool pool("127.0.0.1", w.port, w.instance, 1, c.key);
+      Result<int> fd = pool.Acquire(soon(), &reused);
+      EXPECT_FALSE(fd.ok()) << w.name << " " << c.name;
+    }
+    wire::ConnectionPool pool("127.0.0.1", w.port, w.instance, 1, key);
+    Result<int> fd = pool.Acquire(soon(), &reused);
+    ASSERT_TRUE(fd.ok()) << w.name << ": " << fd.status().ToString();
+    pool.Release(*fd);
+  }
+
+  // And the client library end to end, with the process's key.
+  Result<std::unique_ptr<Client>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+}
+
+}  // namespace
+}  // namespace aquifer::testing
