@@ -45,7 +45,7 @@ bool MetadataService::HoldForRecall(Txn& txn, uint64_t ino) {
   const uint64_t self = CurrentRequestTag().session;
   bool cached_elsewhere = resync_open_.load();
   if (!cached_elsewhere) {
-    std::lock_guard lock(lease_mu_);
+    MutexLock lock(lease_mu_);
     auto it = cache_holders_.find(ino);
     if (it != cache_holders_.end()) {
       for (uint64_t h : it->second) {

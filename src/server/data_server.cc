@@ -78,7 +78,9 @@ Result<std::unique_ptr<DataServer>> DataServer::Open(const DataServerOptions& op
                                  .full_ratio = options.full_percent / 100.0,
                                  .block_bytes = options.block_bytes,
                                  .superseded_grace = std::chrono::milliseconds(
-                                     options.superseded_grace_ms)});
+                                     options.superseded_grace_ms),
+                                 .gc_tombstone_keep = std::chrono::milliseconds(
+                                     options.gc_tombstone_ms)});
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
   AQ_RETURN_IF_ERROR(LoadOrCreateUuid(options.dir, &s->uuid_));
@@ -276,7 +278,7 @@ void DataServer::MembershipLoop() {
     }
     for (const GcTask& task : hb->gc) {
       Result<uint64_t> deleted =
-          store_->DeleteRange(task.inode, task.from_stripe, task.max_version, /*sync=*/false);
+          store_->CollectGarbage(task.inode, task.from_stripe, task.max_version, /*sync=*/false);
       if (!deleted.ok()) {
         log->error("apply gc task={} ino={} failed, will retry when resent: {}", task.id,
                    task.inode.value(), deleted.status().ToString());

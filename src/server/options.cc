@@ -26,6 +26,9 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   options.Add("--superseded-grace-ms", &o.superseded_grace_ms,
               "ms a chunk version superseded by a newer committed one stays readable before it "
               "is deleted, for readers whose view still names it (0..600000)");
+  options.Add("--gc-tombstone-ms", &o.gc_tombstone_ms,
+              "ms an applied GC task keeps refusing writes of the chunk versions it covers "
+              "(a backfill or late write of a deleted file's chunk), 0..3600000 (0: off)");
   options.Add("--port-file", &o.port_file, "write the bound HOST:PORT here once serving");
   options.Add("--http-listen", &o.http_listen,
               "HOST:PORT to serve /metrics on (port 0: kernel chooses; empty: no HTTP)");
@@ -83,6 +86,7 @@ Status ValidateDataServerOptions(const DataServerOptions& o) {
   if (o.superseded_grace_ms > 600000) {
     return InvalidArgument("superseded-grace-ms must be in 0..600000");
   }
+  if (o.gc_tombstone_ms > 3600000) return InvalidArgument("gc-tombstone-ms must be in 0..3600000");
   if (o.full_percent < 1 || o.full_percent > 100) {
     return InvalidArgument("full-percent must be in 1..100");
   }

@@ -16,6 +16,9 @@ struct DataServerOptions {
   uint64_t capacity_bytes = 0;         // bytes the store may use; 0 = the file system's size
   uint32_t full_percent = 95;          // client writes stop above this % of capacity, 1..100
   uint32_t superseded_grace_ms = 3000; // ms a pruned chunk version stays readable, 0..600000
+  uint32_t gc_tombstone_ms = 300000;   // ms an applied GC task keeps refusing writes of the
+                                       // chunks it deleted, 0..3600000 (0: off; docs/design.md
+                                       // "Garbage collection")
   std::string port_file;               // where to write the bound HOST:PORT once serving; "" = none
   std::string http_listen;             // HOST:PORT for /metrics (port 0: kernel chooses); "" = none
   std::string http_port_file;          // where to write the bound HTTP HOST:PORT; "" = none

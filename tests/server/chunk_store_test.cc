@@ -285,6 +285,46 @@ TEST_F(ChunkStoreTest, DeleteRangeHonoursFromStripeAndMaxVersion) {
 
 // fsck after a restore deletes the versions written after the backup, between a file's committed
 // version and the restore floor, and nothing on either side of them.
+TEST_F(ChunkStoreTest, AGcTaskRefusesLaterWritesOfWhatItCoversUntilItsTombstoneExpires) {
+  // A chunk version that arrives after the GC task covering it (a backfill that read a peer
+  // before the peer applied the task) was stored and never deleted: an orphan (issue 22).
+  const std::string data = RandomBytes(1000, 30);
+  ASSERT_TRUE(store_->Write({InodeId(7), 2, 0}, 2, 0, data, true).ok());
+  auto deleted = store_->CollectGarbage(InodeId(7), /*from_stripe=*/2, /*max_version=*/5, true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, 1u);
+  // Covered: refused, nothing left on disk.
+  Status late = store_->Write({InodeId(7), 2, 0}, 3, 0, data, true, {}, /*if_absent=*/true);
+  EXPECT_EQ(late.code(), Code::kNotFound) << late.ToString();
+  EXPECT_EQ(store_->Write({InodeId(7), 9, 4}, 5, 0, data, true).code(), Code::kNotFound);
+  EXPECT_TRUE(store_->Versions({InodeId(7), 2, 0}).empty());
+  EXPECT_TRUE(FilesInStore().empty());
+  EXPECT_EQ(store_->writes_refused_by_gc(), 2u);
+  // Not covered: a stripe before the range, a newer version, another inode.
+  EXPECT_TRUE(store_->Write({InodeId(7), 1, 0}, 3, 0, data, true).ok());
+  EXPECT_TRUE(store_->Write({InodeId(7), 2, 0}, 6, 0, data, true).ok());
+  EXPECT_TRUE(store_->Write({InodeId(8), 2, 0}, 3, 0, data, true).ok());
+  // A deletion (every stripe, every version) covers the file's later writes too.
+  ASSERT_TRUE(store_->CollectGarbage(InodeId(7), 0, UINT64_MAX, true).ok());
+  EXPECT_TRUE(store_->Versions({InodeId(7), 1, 0}).empty());
+  EXPECT_EQ(store_->Write({InodeId(7), 40, 1}, 100, 0, data, true).code(), Code::kNotFound);
+  EXPECT_EQ(ReadAll({InodeId(8), 2, 0}), data);
+
+  // Tombstones last gc_tombstone_keep; a store opened without them refuses nothing.
+  store_.reset();
+  auto s = ChunkStore::Open({.dir = dir_, .gc_tombstone_keep = std::chrono::milliseconds(200)});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store_ = std::move(*s);
+  EXPECT_TRUE(store_->Write({InodeId(7), 40, 1}, 100, 0, data, true).ok());  // not kept: memory
+  ASSERT_TRUE(store_->CollectGarbage(InodeId(7), 0, UINT64_MAX, true).ok());
+  const auto buried_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(store_->Write({InodeId(7), 40, 1}, 101, 0, data, true).code(), Code::kNotFound);
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return store_->Write({InodeId(7), 40, 1}, 101, 0, data, true).ok(); },
+      std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - buried_at, std::chrono::milliseconds(200));
+}
+
 TEST_F(ChunkStoreTest, DeleteRangeWithAMinVersionKeepsTheVersionsBelowAndAbove) {
   const ChunkId id{InodeId(9), 0, 1};
   for (uint64_t v : {2, 5, 6, 9}) {

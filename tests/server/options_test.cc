@@ -30,7 +30,7 @@ TEST(DataServerOptionsTest, ConfigFileFillsEveryOptionAndFlagsWin) {
                          "heartbeat-interval-ms = 11\nregister-retry-ms = 12\n"
                          "meta-rpc-timeout-ms = 13\nblock-bytes = 8192\nscrub-rate-mib = 14\n"
                          "scrub-interval-s = 15\nbackfill-delay-ms = 16\n"
-                         "superseded-grace-ms = 17\n";
+                         "superseded-grace-ms = 17\ngc-tombstone-ms = 18\n";
   std::string help;
   auto o = Parse({"--config", path, "--io-depth", "8", "--dir", "/srv/b"}, &help);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -51,6 +51,7 @@ TEST(DataServerOptionsTest, ConfigFileFillsEveryOptionAndFlagsWin) {
   EXPECT_EQ(o->scrub_interval_s, 15u);
   EXPECT_EQ(o->backfill_delay_ms, 16u);
   EXPECT_EQ(o->superseded_grace_ms, 17u);
+  EXPECT_EQ(o->gc_tombstone_ms, 18u);
 }
 
 TEST(DataServerOptionsTest, BadConfigFilesAndFlagsAreInvalidArguments) {
@@ -70,6 +71,7 @@ TEST(DataServerOptionsTest, BadConfigFilesAndFlagsAreInvalidArguments) {
       {{"--config", scratch.path() + "/missing.toml"}, "config " + scratch.path()},
       {{"--no-such-flag"}, "bad command line: "},
       {{"--superseded-grace-ms", "600001"}, "superseded-grace-ms must be in 0..600000"},
+      {{"--gc-tombstone-ms", "3600001"}, "gc-tombstone-ms must be in 0..3600000"},
       // The listen address is what the server registers: a wildcard would send clients and
       // peers to their own host.
       {{"--listen", "0.0.0.0:7500"}, "not a wildcard"},

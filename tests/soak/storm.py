@@ -815,7 +815,9 @@ class Driver:
         Driver.instance = self
         self.args = args
         self.logf = None
-        self.scratch = tempfile.mkdtemp(prefix="aquifer-storm-", dir="/tmp")
+        # AQ_STORM_PARENT: where the scratch directory goes (default /tmp).
+        self.scratch = tempfile.mkdtemp(prefix="aquifer-storm-",
+                                        dir=os.environ.get("AQ_STORM_PARENT", "/tmp"))
         self.logf = open(os.path.join(self.scratch, "storm.log"), "w")
         self.bin = os.path.join(self.scratch, "bin")
         self.root = os.path.join(self.scratch, "root")
@@ -1056,13 +1058,24 @@ class Driver:
         log("restarted aquifer-meta (pid %s) after %.1f s down, exit %d" % (self.meta_pid, now() - t, rc))
 
     def fill_disk(self):
+        # Only ever the small tmpfs: if it is gone (another job's cleanup detached it), the
+        # filler would land on the host's disk and fill that instead (seen: 18 GB in 6 minutes).
+        with open("/proc/self/mounts") as m:
+            mounted = any(len(l.split()) > 2 and l.split()[1] == self.fill_fs and l.split()[2] == "tmpfs"
+                          for l in m)
+        if not mounted:
+            self.findings.append({"t": now(), "workload": "thrasher", "kind": "other", "op": "fill disk",
+                                  "path": self.fill_fs, "errno": "",
+                                  "detail": "the fill tmpfs is not mounted any more: ENOSPC step skipped"})
+            log("fill tmpfs %s is not mounted: ENOSPC step skipped" % self.fill_fs)
+            return
         self.filler = os.path.join(self.fill_fs, "filler")
         t = now()
         n = 0
         buf = b"\0" * (1 << 20)
         with open(self.filler, "wb") as f:
             try:
-                while True:
+                while n <= self.args.fill_fs_mib:  # a tmpfs of that size is full before this
                     f.write(buf)
                     f.flush()
                     n += 1

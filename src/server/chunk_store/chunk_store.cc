@@ -587,6 +587,16 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
     return InvalidArgument("chunk of " + std::to_string(data.size()) + " bytes exceeds " +
                            std::to_string(kMaxChunkBytes));
   }
+  auto buried = [&] {
+    writes_refused_by_gc_.fetch_add(1);
+    return NotFound("chunk " + id.ToString() + " v" + std::to_string(version) +
+                    " was garbage collected here (its file was deleted, or the stripe "
+                    "truncated away)");
+  };
+  {
+    std::shared_lock<std::shared_mutex> lock(index_mu_);
+    if (BuriedLocked(id, version)) return buried();
+  }
   const uint32_t fanout = FanoutOf(id);
   AQ_RETURN_IF_ERROR(EnsureDir(fanout));
   const std::string header = EncodeHeader(id, version, data, options_.block_bytes, placement);
@@ -669,6 +679,22 @@ Status ChunkStore::Write(const ChunkId& id, uint64_t version, uint64_t committed
     std::vector<ChunkVersion> doomed;
     {
       std::unique_lock<std::shared_mutex> lock(index_mu_);
+      // Checked again with the index update: a GC task applied since the check above found no
+      // index entry to delete, so this write must not add one (CollectGarbage records its
+      // tombstone before it scans the index).
+      if (BuriedLocked(id, version)) {
+        auto chunk = index_.find(id);
+        const bool present =
+            chunk != index_.end() &&
+            std::any_of(chunk->second.begin(), chunk->second.end(),
+                        [&](const ChunkVersion& v) { return v.version == version; });
+        // A version already indexed is the GC's to delete (it waits for this chunk's lock).
+        if (!present) {
+          lock.unlock();
+          ::unlink(final_path.c_str());
+          return buried();
+        }
+      }
       std::vector<ChunkVersion>& versions = index_[id];
       const PgKeys pgs_before = PgKeysOf(versions);
       auto it = std::lower_bound(
@@ -887,6 +913,45 @@ Result<uint64_t> ChunkStore::DeleteRange(InodeId inode, uint64_t from_stripe,
     }
   }
   return DeleteVersions(ids, doomed, sync);
+}
+
+bool ChunkStore::BuriedLocked(const ChunkId& id, uint64_t version) const {
+  auto it = gc_tombstones_.find(id.inode.value());
+  if (it == gc_tombstones_.end()) return false;
+  const int64_t now_ms = SteadyMs();
+  return std::any_of(it->second.begin(), it->second.end(), [&](const GcTombstone& t) {
+    return id.stripe >= t.from_stripe && version <= t.max_version && now_ms < t.expires_ms;
+  });
+}
+
+Result<uint64_t> ChunkStore::CollectGarbage(InodeId inode, uint64_t from_stripe,
+                                            uint64_t max_version, bool sync) {
+  const int64_t keep_ms = options_.gc_tombstone_keep.count();
+  if (keep_ms > 0 && options_.gc_tombstones_max > 0) {
+    std::unique_lock<std::shared_mutex> lock(index_mu_);
+    const int64_t now_ms = SteadyMs();
+    // Expired tombstones go, and the oldest while the bound is reached.
+    while (!gc_tombstone_order_.empty() &&
+           (gc_tombstone_order_.front().first <= now_ms ||
+            gc_tombstone_order_.size() >= options_.gc_tombstones_max)) {
+      const auto [expires_ms, ino] = gc_tombstone_order_.front();
+      gc_tombstone_order_.pop_front();
+      auto it = gc_tombstones_.find(ino);
+      if (it == gc_tombstones_.end()) continue;
+      std::erase_if(it->second, [e = expires_ms](const GcTombstone& t) {
+        return t.expires_ms <= e;
+      });
+      if (it->second.empty()) gc_tombstones_.erase(it);
+    }
+    std::vector<GcTombstone>& marks = gc_tombstones_[inode.value()];
+    // A task that covers an earlier one of the inode replaces it (a deletion covers them all).
+    std::erase_if(marks, [&](const GcTombstone& t) {
+      return t.from_stripe >= from_stripe && t.max_version <= max_version;
+    });
+    marks.push_back({from_stripe, max_version, now_ms + keep_ms});
+    gc_tombstone_order_.emplace_back(now_ms + keep_ms, inode.value());
+  }
+  return DeleteRange(inode, from_stripe, max_version, sync);
 }
 
 Result<uint64_t> ChunkStore::DeleteVersion(const ChunkId& id, uint64_t version, bool sync) {

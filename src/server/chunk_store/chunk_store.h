@@ -61,6 +61,14 @@ struct ChunkStoreOptions {
   // view, which may be shorter than the size its kernel holds (docs/design.md "Reads that race
   // a truncate"). 0: deleted at once. Not kept across a restart (the next write prunes again).
   std::chrono::milliseconds superseded_grace{0};
+  // How long an applied GC task is remembered (a tombstone, CollectGarbage): while it is, a
+  // write of a chunk version the task covers is refused. Covers the chunks that arrive after
+  // the GC that should have deleted them: a backfill or move that read a peer before the peer
+  // applied the task, a client write queued on a stopped server (docs/design.md "Garbage
+  // collection"). 0: none kept. Not kept across a restart.
+  std::chrono::milliseconds gc_tombstone_keep{std::chrono::minutes(5)};
+  // At most this many tombstones (about 100 bytes each); past it the oldest go first.
+  size_t gc_tombstones_max = 200000;
 };
 
 // Where a chunk belongs (docs/repair.md): its placement group and the stripe's shape, so a data
@@ -180,7 +188,9 @@ class ChunkStore {
   // inconsistent (pg_width != k + m, k == 0, unit_bytes == 0, position >= pg_width) (nothing
   // changed); kAlreadyExists with `if_absent` when the version exists (nothing changed); kNoSpace
   // when the capacity would be exceeded (without `if_absent`: full_ratio of it) or the disk is
-  // full (nothing changed); kInternal.
+  // full (nothing changed); kNotFound when a GC task applied here (CollectGarbage, within
+  // options.gc_tombstone_keep) covers the version: it belongs to a deleted file or to stripes
+  // truncated away, so it is garbage (nothing stored; the caller drops it); kInternal.
   Status Write(const ChunkId& id, uint64_t version, uint64_t committed_version,
                std::string_view data, bool sync, const ChunkPlacement& placement = {},
                bool if_absent = false);
@@ -204,6 +214,19 @@ class ChunkStore {
   // returns. Returns how many versions were deleted. Errors: kInternal.
   Result<uint64_t> DeleteRange(InodeId inode, uint64_t from_stripe, uint64_t max_version,
                                bool sync, uint64_t min_version = 0);
+
+  // Applies a GC task of the metadata server: deletes what DeleteRange(inode, from_stripe,
+  // max_version, sync) deletes, and first records the task as a tombstone that makes Write refuse
+  // (kNotFound) any version it covers (stripe >= from_stripe, version <= max_version) for
+  // options.gc_tombstone_keep (at most options.gc_tombstones_max kept, oldest dropped first).
+  // Such a version is garbage whenever it arrives: neither write versions nor inode numbers are
+  // ever reused (docs/design.md "Garbage collection"). A Write racing this call either lands
+  // first (then this deletes it) or is refused. Returns how many versions were deleted.
+  // Errors: kInternal (the tombstone stays).
+  Result<uint64_t> CollectGarbage(InodeId inode, uint64_t from_stripe, uint64_t max_version,
+                                  bool sync);
+  // Writes refused since Open because a tombstone covered them.
+  uint64_t writes_refused_by_gc() const { return writes_refused_by_gc_.load(); }
 
   // Deletes version `version` of chunk `id` if stored (a hand-off copy its target now holds).
   // Returns 1 when it was deleted, 0 when absent. Errors: kInternal.
@@ -316,6 +339,19 @@ class ChunkStore {
   uint64_t sync_completed_ = 0;
   bool sync_running_ = false;
   Status sync_last_status_;
+
+  // GC tombstones (CollectGarbage), guarded by index_mu_: per inode the ranges of applied tasks,
+  // and every task by expiry (steady ms), oldest first, for the lifetime and count bounds.
+  struct GcTombstone {
+    uint64_t from_stripe = 0;
+    uint64_t max_version = 0;
+    int64_t expires_ms = 0;
+  };
+  // Whether an unexpired tombstone covers version `version` of `id`. Caller holds index_mu_.
+  bool BuriedLocked(const ChunkId& id, uint64_t version) const;
+  std::map<uint64_t, std::vector<GcTombstone>> gc_tombstones_;  // inode -> its tasks' ranges
+  std::deque<std::pair<int64_t, uint64_t>> gc_tombstone_order_;  // (expires_ms, inode)
+  std::atomic<uint64_t> writes_refused_by_gc_{0};
 
   // Chunks with versions marked superseded, by deadline (steady ms), oldest first.
   std::mutex superseded_mu_;  // a leaf: taken under index_mu_

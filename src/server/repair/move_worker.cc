@@ -81,10 +81,10 @@ void MoveWorker::Run(Job* job) {
   } else if (status.ok()) {
     job->done = true;
     log->info("finish move task={}{} chunks={} bytes={} copied={} rebuilt={} unrebuildable={} "
-              "seconds={:.2f}",
+              "collected={} seconds={:.2f}",
               t.id, job->catch_up ? " catch-up" : "", job->stats.chunks_done.load(),
               job->stats.bytes_done.load(), job->stats.copied.load(), job->stats.rebuilt.load(),
-              job->stats.unrebuildable.load(), secs);
+              job->stats.unrebuildable.load(), job->stats.collected.load(), secs);
   } else {
     job->error = status.ToString();
     log->error("fail move task={} error={}", t.id, job->error);

@@ -310,6 +310,15 @@ Status SyncPgPosition(const PgSyncTask& task, const ClusterView& map, ChunkStore
     if (wait.count() > 0 && !sleep(wait)) return Unavailable("cancelled");
     Status s = store.Write(w.id, w.version, /*committed_version=*/0, data, /*sync=*/true,
                            w.info->placement, /*if_absent=*/true);
+    if (s.code() == Code::kNotFound) {
+      // A GC task applied here since the listing covers it (the file was deleted, or the stripe
+      // truncated away): garbage, not a chunk this position needs.
+      log->debug("skip chunk={} version={}: garbage collected here", w.id.ToString(), w.version);
+      stats->collected++;
+      stats->chunks_total--;  // not needed after all
+      stats->bytes_total -= w.bytes;
+      continue;
+    }
     if (!s.ok() && s.code() != Code::kAlreadyExists) return s;
     AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("data.repair.after_chunk_write"));
     stats->chunks_done++;

@@ -72,6 +72,8 @@ struct PgSyncStats {
   std::atomic<uint64_t> unrebuildable{0}; // versions too few servers hold (e.g. a torn write)
   std::atomic<uint64_t> listed{0};        // chunk versions listed on peers
   std::atomic<uint64_t> skipped{0};       // stripes `keep` refused
+  std::atomic<uint64_t> collected{0};     // versions the store refused: a GC task applied here
+                                          // covers them (taken out of the totals)
 };
 
 // One pass that makes position `task.position` of PG (task.pg_width, task.pg_index) complete on
@@ -79,8 +81,9 @@ struct PgSyncStats {
 // targets[j] only) and on task.copy_from, then for every (inode, stripe, version) found, oldest
 // first, copies it from copy_from or rebuilds it (RebuildChunk) and writes it here durably with
 // the same version and placement, never replacing a version already here (so chunks present are
-// skipped, and a pass can be re-run after a restart). Reads are paced by `throttle` (bytes fetched
-// from peers), waiting through `sleep`.
+// skipped, and a pass can be re-run after a restart). A version the store refuses because a GC
+// task applied here covers it (ChunkStore::CollectGarbage) is garbage: skipped, out of the totals.
+// Reads are paced by `throttle` (bytes fetched from peers), waiting through `sleep`.
 // Errors: kNotFound when the map has no such PG; kUnavailable when a listing or a needed chunk
 // could not be fetched, or when cancelled (what was stored stays; re-run the pass); the store's
 // errors (kNoSpace, kInternal).

@@ -320,7 +320,9 @@ Status Scrubber::Repair(const ChunkId& id, uint64_t version, const ChunkPlacemen
   if (std::none_of(now.begin(), now.end(), [&](const ChunkVersion& v) { return v.version == version; })) {
     return OkStatus();
   }
-  return store_->Write(id, version, /*committed_version=*/0, *data, /*sync=*/true, p);
+  Status written = store_->Write(id, version, /*committed_version=*/0, *data, /*sync=*/true, p);
+  if (written.code() == Code::kNotFound) return OkStatus();  // garbage collected meanwhile
+  return written;
 }
 
 Scrubber::BackfillResult Scrubber::Pass() {
@@ -429,7 +431,7 @@ Scrubber::BackfillResult Scrubber::Backfill(Throttle& throttle) {
     if (span == 0) return false;
     return id.stripe < (facts.size + span - 1) / span;  // else truncated away
   };
-  uint64_t chunks = 0, bytes = 0, skipped = 0, positions = 0, failed = 0;
+  uint64_t chunks = 0, bytes = 0, skipped = 0, collected = 0, positions = 0, failed = 0;
   for (const auto& [width, table] : map->tables) {
     for (uint32_t index = 0; index < table.size(); ++index) {
       const PgTargets& pg = table[index];
@@ -448,6 +450,7 @@ Scrubber::BackfillResult Scrubber::Backfill(Throttle& throttle) {
         chunks += st.chunks_done;
         bytes += st.bytes_done;
         skipped += st.skipped;
+        collected += st.collected;
         if (!s.ok()) {
           if (!Sleep(std::chrono::nanoseconds(0))) return BackfillResult::kDone;  // stopping
           ++failed;
@@ -463,8 +466,8 @@ Scrubber::BackfillResult Scrubber::Backfill(Throttle& throttle) {
     ++counters_.backfill_passes;
   }
   log->info("backfill done chunks={} bytes={} pg_positions={} failed={} skipped_stripes={} "
-            "inodes_checked={} inodes_unknown={} seconds={:.2f}",
-            chunks, bytes, positions, failed, skipped, inodes.size(), inodes_unknown,
+            "collected={} inodes_checked={} inodes_unknown={} seconds={:.2f}",
+            chunks, bytes, positions, failed, skipped, collected, inodes.size(), inodes_unknown,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return failed > 0 || inodes_unknown > 0 ? BackfillResult::kIncomplete : BackfillResult::kDone;
 }

@@ -1,15 +1,18 @@
 // The data-server side of repair, rebalance, drain and scrub (docs/repair.md), on loopback:
 // seven in-process aquifer-data servers and a fake aquifer-meta that serves a cluster map, hands
-// out one MoveTask, PG GC tasks, and records what the servers report in heartbeats.
+// out one MoveTask, PG GC and GC tasks, and records what the servers report in heartbeats.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -100,15 +103,52 @@ class FakeMeta final : public rpc::MetaService::Service {
         if (it->second == t.id()) *resp->add_pg_gc() = t;
       }
     }
+    for (uint64_t id : req->gc_done()) gc_acked[id].insert(req->server_id());
+    for (const auto& [id, t] : gc) {
+      if (gc_for[id].count(req->server_id()) && !gc_acked[id].count(req->server_id())) {
+        *resp->add_gc() = t;
+      }
+    }
+    if (req->gc_done_size() > 0) acked_cv.notify_all();
     return grpc::Status::OK;
   }
   // Files the backfill pass asks about: `sizes` lists the live ones (layout k = 4, 64 KiB units);
   // any other inode is gone (kNotFound).
   grpc::Status GetAttr(grpc::ServerContext*, const rpc::GetAttrRequest* req,
                        rpc::AttrResponse* resp) override {
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
     ++getattr_calls[req->ino()];
     auto it = sizes.find(req->ino());
+    if (it != sizes.end() && req->ino() == delete_at_getattr) {
+      // The file is deleted while this answer (computed before) is on its way: the deletion's
+      // GC task goes to `delete_gc_first` at once, and the answer arrives after they applied it.
+      const uint64_t size = it->second;
+      sizes.erase(it);
+      rpc::GcTask t;
+      t.set_id(next_gc_id++);
+      t.set_ino(req->ino());
+      t.set_from_stripe(0);
+      t.set_max_version(UINT64_MAX);
+      gc[t.id()] = t;
+      gc_for[t.id()] = delete_gc_first;
+      const bool applied = acked_cv.wait_for(lock, std::chrono::seconds(10), [&] {
+        for (uint32_t s : delete_gc_first) {
+          if (!gc_acked[t.id()].count(s)) return false;
+        }
+        return true;
+      });
+      if (!applied) {
+        resp->mutable_status()->set_code(static_cast<int>(Code::kUnavailable));
+        resp->mutable_status()->set_message("test: the GC task was not applied in time");
+        return grpc::Status::OK;
+      }
+      resp->mutable_attr()->set_ino(req->ino());
+      resp->mutable_attr()->set_size(size);
+      resp->mutable_attr()->mutable_layout()->set_k(kK);
+      resp->mutable_attr()->mutable_layout()->set_m(kM);
+      resp->mutable_attr()->mutable_layout()->set_unit_bytes(kUnit);
+      return grpc::Status::OK;
+    }
     if (it == sizes.end()) {
       resp->mutable_status()->set_code(static_cast<int>(Code::kNotFound));
       resp->mutable_status()->set_message("no such inode");
@@ -155,6 +195,17 @@ class FakeMeta final : public rpc::MetaService::Service {
   int map_calls = 0;
   std::map<uint64_t, uint64_t> sizes;          // ino -> committed size, for GetAttr
   std::map<uint64_t, int> getattr_calls;       // ino -> GetAttr calls
+  // GC tasks (docs/design.md "Garbage collection"): each is sent to the servers gc_for names
+  // until they ack it.
+  std::map<uint64_t, rpc::GcTask> gc;              // task id -> task
+  std::map<uint64_t, std::set<uint32_t>> gc_for;   // task id -> servers it is sent to
+  std::map<uint64_t, std::set<uint32_t>> gc_acked; // task id -> servers that acked it
+  uint64_t next_gc_id = 1;
+  std::condition_variable acked_cv;  // notified when a heartbeat acks GC tasks
+  // A file (in `sizes`) that GetAttr deletes as it answers, sending the GC task to these
+  // servers first and answering (the old size) once they applied it.
+  uint64_t delete_at_getattr = 0;
+  std::set<uint32_t> delete_gc_first;
 };
 
 class RepairTest : public ::testing::Test {
@@ -545,6 +596,63 @@ TEST_F(RepairTest, BackfillRebuildsAVersionNewerThanTheOneItHoldsButNoOlderOne) 
   const std::vector<ChunkVersion> kept = store(6).Versions({InodeId(701), 0, 5});
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0].version, 8u);
+}
+
+TEST_F(RepairTest, BackfillAfterTheGcOfADeletedFileStoresNothingOfIt) {
+  // The storm's orphans (issue 22). Server 6 holds position 0 of PG 1. A small file (m + 1
+  // copies: positions 0..2 on servers 6, 5, 4) is written while server 6 is down: its copy 0 goes
+  // to server 7, the hand-off holder (in no PG). Server 6 comes back; its backfill asks meta about
+  // the file and hears "alive", but the file is deleted while that answer is on its way, and
+  // server 6 applies the deletion's GC task before the backfill writes the copy it fetches from
+  // server 7, which has not applied it yet. Before, that copy landed after the GC and nothing
+  // ever deleted it again (aquifer fsck: ORPHAN; 511 chunk versions in a 3-minute storm).
+  // A live file written beside it is still backfilled.
+  for (auto& [id, server] : servers_) {
+    ASSERT_TRUE(WaitUntil([&] { return server->core().scrub_counters().backfill_passes >= 1; }))
+        << "server " << id;
+  }
+  Stop(6);
+  const std::string doomed = RandomBytes(3000, 110);
+  const std::string live = RandomBytes(5000, 111);
+  WriteStripe(1, 800, 0, 11, doomed);  // servers 5 and 4 (6 is down)
+  WriteStripe(1, 801, 0, 12, live);
+  for (const auto& [ino, bytes, version] :
+       {std::tuple{800, doomed, 11}, std::tuple{801, live, 12}}) {
+    ASSERT_TRUE(store(7)
+                    .Write({InodeId(ino), 0, 0}, version, 0, bytes, true,
+                           Placement(1, bytes.size()))
+                    .ok());  // the hand-off copy of position 0
+  }
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    meta_.sizes = {{800, doomed.size()}, {801, live.size()}};
+    meta_.delete_at_getattr = 800;
+    meta_.delete_gc_first = {6};
+    meta_.down.erase(6);
+  }
+  Start(6);
+  ASSERT_TRUE(WaitUntil([&] { return servers_[6]->core().scrub_counters().backfill_passes >= 1; }));
+  EXPECT_EQ(servers_[6]->core().gc_tasks_applied(), 1u);
+  EXPECT_EQ(ReadLocal(6, {InodeId(801), 0, 0}, 12), live);  // the live file is backfilled
+  // The deletion's GC task reaches every other server too.
+  {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    ASSERT_EQ(meta_.gc.size(), 1u);
+    meta_.gc_for[1] = {1, 2, 3, 4, 5, 6, 7};
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(meta_.mu);
+    return meta_.gc_acked[1].size() == 7;
+  }));
+  for (uint32_t server = 1; server <= 7; ++server) {
+    for (uint32_t pos = 0; pos < kWidth; ++pos) {
+      const std::vector<ChunkVersion> left = store(server).Versions({InodeId(800), 0, pos});
+      EXPECT_TRUE(left.empty()) << "server " << server << " still holds chunk 800/0/" << pos
+                                << " version " << left.front().version
+                                << " of the deleted file";
+    }
+  }
+  EXPECT_EQ(ReadLocal(6, {InodeId(801), 0, 0}, 12), live);
 }
 
 }  // namespace
