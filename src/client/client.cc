@@ -66,6 +66,11 @@ std::optional<FileView> ReplacedViews::Longer(InodeId inode, uint64_t size,
 
 
 Client::Impl::~Impl() {
+  if (lazy_opened_.load() != 0) {
+    Logger("client")->info("lazy opens: {} read-only opens answered from kept attributes, {} of "
+                           "them later told to the metadata server",
+                           lazy_opened_.load(), lazy_told_.load());
+  }
   {
     std::lock_guard lock(recall_mu_);
     recall_stop_ = true;

@@ -396,6 +396,8 @@ class Client::Impl {
   std::condition_variable lazy_cv_;
   std::unordered_map<InodeId, std::vector<OpenFile*>> lazy_;
   std::atomic<size_t> lazy_count_{0};  // handles in lazy_, read without lazy_mu_
+  // Lazy opens so far, and how many of them the server was told of; logged by ~Impl.
+  std::atomic<uint64_t> lazy_opened_{0}, lazy_told_{0};
   // A read-only open answered from the attributes kept under the cache lease; nothing when it
   // cannot be (no kept attributes, not a plain read-only open of a regular file, no read right
   // by the kept mode; the caller then opens at the server).

@@ -47,6 +47,7 @@ std::optional<Client::Opened> Client::Impl::OpenLazily(InodeId inode, int flags,
     lazy_[inode].push_back(f);
     lazy_count_.fetch_add(1);
   }
+  lazy_opened_.fetch_add(1);
   // A recall of the inode drops the kept attributes (GrpcMetaClient::WaitRecalls) before it is
   // handled (HandleCacheRecall, which tells the server of the lazy opens it finds). If it came
   // between the look above and the listing, its handling may have missed this handle: tell the
@@ -87,6 +88,7 @@ void Client::Impl::RegisterLazy(const InodeId* inode) {
       Logger("client")->warn("tell lazy open inode={} failed status={}", f->inode.value(),
                              told.status().ToString());
     }
+    lazy_told_.fetch_add(1);
     std::lock_guard lock(lazy_mu_);
     f->lazy = told.ok() ? OpenFile::Lazy::kTold : OpenFile::Lazy::kLost;
   }

@@ -29,9 +29,13 @@ ClusterKey WrongKey() {
 }
 
 // Calls `method` ("/aquifer.rpc.MetaService/Lookup") with an empty request; its status.
-grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) {
+// `forge`: also sends the header the server's auth interceptor sets on a call that passed
+// ("aq-auth-verified"), as a client trying to skip the check would.
+grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       bool forge = false) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
+  if (forge) ctx.AddMetadata("aq-auth-verified", "1");
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   grpc::Slice empty("");  // an empty message: a default ByteBuffer is no message at all
   grpc::ByteBuffer request(&empty, 1), response;
@@ -66,14 +70,18 @@ TEST_F(AuthClusterTest, EveryMethodAndBothWiresRefuseAWrongKeyOrNone) {
   struct Caller {
     const char* name;
     std::optional<ClusterKey> key;
-  } refused[] = {{"no key", std::nullopt}, {"wrong key", WrongKey()}};
+    bool forge = false;
+  } refused[] = {{"no key", std::nullopt},
+                 {"wrong key", WrongKey()},
+                 {"no key, forged 'verified' header", std::nullopt, true},
+                 {"wrong key, forged 'verified' header", WrongKey(), true}};
   for (const Endpoint& e : endpoints) {
     const std::vector<std::string> methods = MethodsOf(e.service);
     ASSERT_GE(methods.size(), e.methods) << e.service;
     for (const Caller& c : refused) {
       auto channel = NewAuthChannel(e.address, {}, c.key);
       for (const std::string& m : methods) {
-        const grpc::Status s = CallEmpty(channel, m);
+        const grpc::Status s = CallEmpty(channel, m, c.forge);
         EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
             << c.name << " " << m << ": " << s.error_code() << " " << s.error_message();
       }
