@@ -21,12 +21,13 @@ aq_mount "$MNT"
 mkdir -p "$AQ_SCRATCH/local"
 
 # remount.sh: unmounts the mount (its daemon exits) and starts a new aquifer-mount on it, as a host
-# that just mounted; each new daemon's PID goes to remount.pids, which the teardown stops.
+# that just mounted, with the same options (AQ_MOUNT_EXTRA, e.g. lazy_opens=0); each new daemon's
+# PID goes to remount.pids, which the teardown stops.
 cat >"$AQ_SCRATCH/remount.sh" <<EOF
 fusermount3 -u "$MNT" || exit 1
 for _ in \$(seq 400); do mountpoint -q "$MNT" || break; sleep 0.05; done
 "$AQ_MOUNT_BIN" "$AQ_META_ADDR" "$MNT" -f --log-level "$AQ_MOUNT_LOG_LEVEL" \\
-  >>"$AQ_SCRATCH/remount.log" 2>&1 &
+  ${AQ_MOUNT_EXTRA:+-o "$AQ_MOUNT_EXTRA"} >>"$AQ_SCRATCH/remount.log" 2>&1 &
 echo \$! >>"$AQ_SCRATCH/remount.pids"
 for _ in \$(seq 400); do mountpoint -q "$MNT" && exit 0; sleep 0.05; done
 echo "remount: $MNT not mounted after 20 s" >&2

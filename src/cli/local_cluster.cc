@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cli/process.h"
@@ -303,6 +304,21 @@ Status CheckOptions(const UpOptions& o) {
 
 const char* Word(bool started) { return started ? "started" : "running"; }
 
+// How a mount started now talks to the kernel, and how to change it: aquifer-mount's default
+// (-o transport=auto) takes FUSE over io_uring when the fuse module offers it.
+std::string FuseTransportLine(const std::string& mount_options) {
+  if (mount_options.find("transport=dev") != std::string::npos) return "/dev/fuse (transport=dev)";
+  std::ifstream param("/sys/module/fuse/parameters/enable_uring");
+  std::string v;
+  if (!param.is_open()) {
+    return "/dev/fuse (this kernel has no FUSE over io_uring: it needs Linux 6.14+ with "
+           "CONFIG_FUSE_IO_URING)";
+  }
+  if (param >> v && (v == "Y" || v == "1")) return "FUSE over io_uring (fuse.enable_uring=Y)";
+  return "/dev/fuse; for FUSE over io_uring, as root: echo 1 > "
+         "/sys/module/fuse/parameters/enable_uring, then mount again (docs/operations.md)";
+}
+
 }  // namespace
 
 std::string AbsoluteRoot(const std::string& root) {
@@ -503,7 +519,8 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       mount_started = true;
     }
     out << "  mount  " << s.mount.dir << "  pid " << s.mount.pid << "  "
-        << (mount_started ? "mounted" : "already mounted") << "  log " << s.mount.log << "\n";
+        << (mount_started ? "mounted" : "already mounted") << "  log " << s.mount.log << "\n"
+        << "  fuse   " << FuseTransportLine(o.mount_options) << "\n";
   }
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   out << "aquifer: cluster up: metadata server " << s.meta.address << ", "

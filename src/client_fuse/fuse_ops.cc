@@ -243,6 +243,11 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   want(FUSE_CAP_PARALLEL_DIROPS);
   want(FUSE_CAP_CACHE_SYMLINKS);
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // write-through: close-to-open and the lease hold
+  if (static_cast<Daemon*>(userdata)->options.transport != FuseTransport::kDev) {
+    // Replies to ring requests go through the writer hook (fuse_uring.h); a spliced reply
+    // would go around it.
+    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  }
   Log().info("init fuse proto={}.{} max_write={} max_read={} want=0x{:x}", conn->proto_major,
              conn->proto_minor, conn->max_write, conn->max_read, conn->want);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "client_fuse/fuse_ops.h"
+#include "client_fuse/fuse_uring.h"
 #include "client_fuse/kernel_invalidator.h"
 #include "common/allocator.h"
 #include "common/cluster_key.h"
@@ -237,6 +239,14 @@ int Run(int argc, char** argv) {
   }
   daemon.session = se;
 
+  if (opts.transport == FuseTransport::kUring && !KernelOffersFuseUring()) {
+    fprintf(stderr,
+            "aquifer-mount: -o transport=uring, but the kernel does not offer FUSE over io_uring "
+            "(needs Linux 6.14+ with CONFIG_FUSE_IO_URING, and as root: echo 1 > "
+            "/sys/module/fuse/parameters/enable_uring); use transport=auto or dev\n");
+    fuse_session_destroy(se);
+    return 1;
+  }
   int notify_fd = opts.foreground ? -1 : ForkAndWait();
   if (opts.cache_leases) {
     // A recall is acknowledged once the kernel dropped what it names, or after 50 ms when a
@@ -336,6 +346,34 @@ int Run(int argc, char** argv) {
     fuse_session_destroy(se);
     return 1;
   }
+  // The transport: FUSE over io_uring when asked or offered (fuse_uring.h); the hooks decide at
+  // FUSE_INIT, from what the kernel offers then, and log the choice.
+  std::unique_ptr<FuseUring> uring;
+  if (opts.transport == FuseTransport::kDev) {
+    Logger("fuse")->info("fuse transport=dev (-o transport=dev)");
+  } else if (opts.transport == FuseTransport::kAuto && !KernelOffersFuseUring()) {
+    Logger("fuse")->info(
+        "fuse transport=dev: the kernel does not offer FUSE over io_uring "
+        "(/sys/module/fuse/parameters/enable_uring is not Y)");
+  } else {
+    FuseUring::Options uring_options;
+    uring_options.threads_per_queue = std::clamp(opts.max_threads / 2, 2u, 16u);
+    uring_options.required = opts.transport == FuseTransport::kUring;
+    auto installed = FuseUring::Install(se, uring_options);
+    if (installed.ok()) {
+      uring = std::move(*installed);
+    } else if (opts.transport == FuseTransport::kUring) {
+      fprintf(stderr, "aquifer-mount: -o transport=uring: %s\n",
+              installed.status().ToString().c_str());
+      fuse_session_unmount(se);
+      NotifyParent(notify_fd, 1);
+      if (invalidator) invalidator->Stop();
+      fuse_session_destroy(se);
+      return 1;
+    } else {
+      Logger("fuse")->warn("fuse transport=dev: {}", installed.status().ToString());
+    }
+  }
   if (fuse_set_signal_handlers(se) != 0) {
     fprintf(stderr, "aquifer-mount: cannot install signal handlers\n");
     fuse_session_unmount(se);
@@ -370,6 +408,11 @@ int Run(int argc, char** argv) {
   if (http) http->Stop();
   if (invalidator) invalidator->Stop();  // later recalls ask nothing of the kernel
   fuse_session_unmount(se);
+  if (uring) {
+    uring->Stop();
+    Logger("fuse")->info("fuse transport={}: {} requests answered on the rings", uring->transport(),
+                         uring->ring_requests());
+  }
   int failed = ReleaseAllOpenFiles(daemon);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

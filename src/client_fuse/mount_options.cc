@@ -75,6 +75,17 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.http_port_file = std::string(value);
     } else if (key == "key") {
       opts.key_file = std::string(value);
+    } else if (key == "transport") {
+      if (value == "auto") {
+        opts.transport = FuseTransport::kAuto;
+      } else if (value == "uring") {
+        opts.transport = FuseTransport::kUring;
+      } else if (value == "dev") {
+        opts.transport = FuseTransport::kDev;
+      } else {
+        return InvalidArgument("bad value '" + std::string(value) +
+                               "' for transport (auto, uring or dev)");
+      }
     } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases" ||
                key == "lazy_opens") {
       if (value != "0" && value != "1") {
@@ -168,7 +179,8 @@ const char* UsageText() {
          "  (write the bound HOST:PORT there), key=FILE (the cluster key file, 0600),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lazy_opens=0|1 (read-only opens of files known under the cache lease cost no\n"
-         "  metadata call, 1),\n"
+         "  metadata call, 1), transport=auto|uring|dev (FUSE over io_uring or /dev/fuse;\n"
+         "  auto takes io_uring when the kernel offers it),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"
          "  for an unreachable or restarting aquifer-meta, 0..3600, default 120, then EIO);\n"

@@ -17,6 +17,10 @@
 namespace aquifer::fuse {
 
 // One mount's options. Each field: default, unit.
+// How the mount talks to the kernel: FUSE over io_uring (one ring per CPU queue; fuse_uring.h) or
+// read(2)/write(2) on /dev/fuse. kAuto takes the ring when the kernel offers it.
+enum class FuseTransport { kAuto, kUring, kDev };
+
 struct MountOptions {
   std::string meta_address;           // host:port of aquifer-meta (required, 1st positional)
   std::string mountpoint;             // existing directory (required, 2nd positional)
@@ -44,6 +48,9 @@ struct MountOptions {
                                       // attributes are kept under the cache lease asks the
                                       // metadata server nothing (docs/design.md "Opens without a
                                       // round trip"); default 1
+  FuseTransport transport = FuseTransport::kAuto;  // -o transport=auto|uring|dev: uring fails
+                                      // the mount when the kernel does not offer it; auto takes
+                                      // it when offered, else /dev/fuse (default auto)
   double lease_wait_s = 30;           // -o lease_wait=S: an open for write waits this long for
                                       // another host's write lease, then fails with EAGAIN
   double meta_wait_s = 120;           // -o meta_wait=S (0..3600): a metadata call waits this

@@ -139,6 +139,21 @@ TEST(MountOptionsTest, LazyOpensAreOnByDefaultAndTakeOnlyZeroOrOne) {
   }
 }
 
+TEST(MountOptionsTest, TransportIsAutoByDefaultAndTakesOnlyAutoUringOrDev) {
+  EXPECT_EQ(Parse({"h:1", "/m"})->transport, FuseTransport::kAuto);
+  EXPECT_EQ(Parse({"h:1", "/m", "-o", "transport=uring"})->transport, FuseTransport::kUring);
+  EXPECT_EQ(Parse({"h:1", "/m", "-o", "transport=dev"})->transport, FuseTransport::kDev);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "transport=dev,transport=auto"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->transport, FuseTransport::kAuto);  // the last one wins
+  EXPECT_TRUE(o->fuse_options.empty());
+  for (const char* bad : {"transport=", "transport=io_uring", "transport=URING", "transport=1"}) {
+    Result<MountOptions> r = Parse({"h:1", "/m", "-o", bad});
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("transport"), std::string::npos) << bad;
+  }
+}
+
 TEST(MountOptionsTest, HelpNeedsNoPositionals) {
   Result<MountOptions> o = Parse({"--help"});
   ASSERT_TRUE(o.ok());
