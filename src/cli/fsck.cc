@@ -202,7 +202,8 @@ class Checker {
     for (const FsckServer& s : *servers) {
       if (s.state == "removed") continue;
       if (!s.up) {
-        out_ << "server " << s.id.ToString() << " (" << Printable(s.address, SIZE_MAX) << ") is DOWN: not listed";
+        out_ << "server " << s.id.ToString() << " (" << Printable(s.address, SIZE_MAX)
+             << ") is DOWN: not listed";
         if (s.pg_positions > 0) {
           out_ << "; it holds " << s.pg_positions
                << " PG positions, so its chunks count as missing (repair moves rebuild them "
@@ -522,7 +523,8 @@ class Checker {
       Result<std::optional<FsckAttr>> a = rpc_.GetAttr(InodeId(it->first));
       if (!a.ok()) {
         ++r_.errors;
-        out_ << "ERROR  GetAttr(" << it->first << "): " << Printable(a.status().ToString(), SIZE_MAX) << "\n";
+        out_ << "ERROR  GetAttr(" << it->first
+             << "): " << Printable(a.status().ToString(), SIZE_MAX) << "\n";
         it = no_inode_.erase(it);
         continue;
       }
@@ -605,7 +607,8 @@ class Checker {
           ok = false;
           ++r_.errors;
           out_ << "ERROR  deleting inode " << ino << "'s chunks past its end on "
-               << server_names_[server] << ": " << Printable(n.status().ToString(), SIZE_MAX) << "\n";
+               << server_names_[server] << ": " << Printable(n.status().ToString(), SIZE_MAX)
+               << "\n";
         } else {
           r_.orphans_deleted += *n;
         }

@@ -121,7 +121,8 @@ std::string FormatServerTable(const ClusterView& v) {
         << Pad("MEMBER", 10) << Pad("PGS", 6) << Pad("USED / CAPACITY", 24) << Pad("CHUNKS", 9)
         << Pad("SCRUBBED", 10) << Pad("CORRUPT", 9) << "HEARTBEAT\n";
       for (const ServerView& s : v.servers) {
-        o << "  " << Pad(s.id.ToString(), 5) << Pad(Shown(s.address), 22) << Pad(Shown(s.failure_domain), 10)
+        o << "  " << Pad(s.id.ToString(), 5) << Pad(Shown(s.address), 22)
+          << Pad(Shown(s.failure_domain), 10)
           << Pad(s.up ? "up" : "DOWN", 7) << Pad(s.state.empty() ? "in" : Shown(s.state), 10)
           << Pad(std::to_string(s.pg_positions), 6)
           << Pad(HumanBytes(s.used_bytes) + " / " + HumanBytes(s.capacity_bytes), 24)
@@ -205,7 +206,8 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
   std::vector<std::pair<HealthState, std::string>> found;
   auto add = [&](HealthState st, std::string why) { found.emplace_back(st, std::move(why)); };
   if (!view.ok()) {
-    add(HealthState::kUnreachable, "the metadata server did not answer: " + Shown(view.status().ToString()));
+    add(HealthState::kUnreachable,
+        "the metadata server did not answer: " + Shown(view.status().ToString()));
   } else {
     const ClusterView& v = *view;
     const uint32_t width = v.default_k + v.default_m;
@@ -302,7 +304,8 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
   }
   if (local && !local->state.mount.dir.empty()) {
     if (local->mount_type.empty()) {
-      add(HealthState::kMountDown, "the mount " + Shown(local->state.mount.dir) + " is not mounted");
+      add(HealthState::kMountDown,
+          "the mount " + Shown(local->state.mount.dir) + " is not mounted");
     } else if (!local->mount_alive) {
       add(HealthState::kMountDown, "aquifer-mount of " + Shown(local->state.mount.dir) +
                                        " is not running (the mount point answers nothing)");
@@ -377,7 +380,8 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
       o << "none\n";
     } else {
       o << Shown(s.mount.dir) << "  "
-        << (local->mount_type.empty() ? "NOT MOUNTED" : "mounted (" + Shown(local->mount_type) + ")")
+        << (local->mount_type.empty() ? "NOT MOUNTED"
+                                       : "mounted (" + Shown(local->mount_type) + ")")
         << ", aquifer-mount " << (local->mount_alive ? "pid " + std::to_string(s.mount.pid)
                                                      : std::string("not running"))
         << "\n";

@@ -317,7 +317,8 @@ void WireCase(const ClusterKey& key, const Target& tg, std::mt19937_64& random, 
     bool ok = true;
     if (pick >= 8) {  // a few requests that decode first: the handlers behind the parser
       for (int i = 0, n = 1 + static_cast<int>(random() % 4); ok && i < n; ++i) {
-        ok = tg.kind == "chunk" ? ValidChunkRead(o->fd, random, t) : ValidMetaCall(o->fd, random, t);
+        ok = tg.kind == "chunk" ? ValidChunkRead(o->fd, random, t)
+                                : ValidMetaCall(o->fd, random, t);
       }
     }
     if (ok) BadFrame(o->fd, tg, random, t);
@@ -343,7 +344,8 @@ void GrpcCase(const Target& tg, std::mt19937_64& random, Tally& t) {
     f = testing::Mutate(Bytes(p, p + kPreface.size()), testing::RandomMutation(random), random);
   } else {  // the preface, then a mutated SETTINGS or HEADERS frame (9-byte header + payload)
     f.assign(p, p + kPreface.size());
-    Bytes frame = {std::byte{0}, std::byte{0}, std::byte{6}, static_cast<std::byte>(pick == 2 ? 4 : 1),
+    Bytes frame = {std::byte{0}, std::byte{0}, std::byte{6},
+                   static_cast<std::byte>(pick == 2 ? 4 : 1),
                    std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{1},
                    std::byte{0}, std::byte{3}, std::byte{0}, std::byte{0}, std::byte{0x10},
                    std::byte{0}};
