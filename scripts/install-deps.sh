@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package Aquifer's build, tests, benchmarks and main job need.
-# usage: scripts/install-deps.sh [--with-data]   (--with-data adds the real data sets and PyTorch
+# usage: scripts/install-deps.sh [--with-data] [--with-fuzz]   (--with-data adds the real data sets and PyTorch
 # that examples/lifecycle uses; the tests use python3-torch too, so .ci/run passes it)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -17,8 +17,14 @@ build_pkgs=(
   python3-prometheus-client chromium fonts-dejavu-core
 )
 data_pkgs=(python3-torch python3-pil python3-numpy dataset-fashion-mnist linux-source-6.1 xz-utils)
+# --with-fuzz: clang and its runtimes (libFuzzer, ASan) for scripts/fuzz.sh; never needed by the
+# normal gcc build.
+fuzz_pkgs=(clang libclang-rt-14-dev)
 pkgs=("${build_pkgs[@]}")
-[ "${1:-}" = "--with-data" ] && pkgs+=("${data_pkgs[@]}")
+for arg in "$@"; do
+  [ "$arg" = "--with-data" ] && pkgs+=("${data_pkgs[@]}")
+  [ "$arg" = "--with-fuzz" ] && pkgs+=("${fuzz_pkgs[@]}")
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

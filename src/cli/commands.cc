@@ -100,7 +100,8 @@ const CLI::Validator kLocalServerName(
     "N or dsN");
 
 int Fail(std::ostream& err, const Status& st) {
-  err << "aquifer: error: " << st.message() << "\n";
+  // Messages carry names and addresses from the servers and the file system: escaped.
+  err << "aquifer: error: " << Printable(st.message(), SIZE_MAX) << "\n";
   return 1;
 }
 
@@ -180,10 +181,11 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<std::optional<std::string>> v = GetLayoutXattr(inv.path);
   if (!v.ok()) return Fail(err, v.status());
   if (!v->has_value()) {
-    out << inv.path << ": no layout of its own (inherits the cluster default)\n";
+    out << Printable(inv.path, SIZE_MAX)
+        << ": no layout of its own (inherits the cluster default)\n";
     return 0;
   }
-  out << inv.path << ": " << **v << "\n";
+  out << Printable(inv.path, SIZE_MAX) << ": " << Printable(**v, SIZE_MAX) << "\n";
   // A regular file: how its stripes are stored and on which servers.
   struct stat st {};
   if (::stat(inv.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
@@ -192,7 +194,8 @@ int RunLayoutGet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   if (!placement.ok() || !placement->has_value() || !layout.ok() || !layout->k || !layout->m ||
       !layout->unit_bytes) {
     err << "aquifer: where the stripes sit is not known (" << kPlacementXattr << ": "
-        << (!placement.ok() ? placement.status().ToString() : "not given") << ")\n";
+        << (!placement.ok() ? Printable(placement.status().ToString(), SIZE_MAX) : "not given")
+        << ")\n";
     return 0;
   }
   Result<FilePlacement> p = ParsePlacement(**placement);
@@ -263,7 +266,7 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Status st = SetLayoutXattr(inv.path, value);
   if (st.code() == Code::kInvalidArgument) return Fail(err, ExplainLayoutRefusal(inv.path, *full));
   if (!st.ok()) return Fail(err, st);
-  out << inv.path << ": layout set to " << value << "\n";
+  out << Printable(inv.path, SIZE_MAX) << ": layout set to " << value << "\n";
   return 0;
 }
 

@@ -202,7 +202,8 @@ class Checker {
     for (const FsckServer& s : *servers) {
       if (s.state == "removed") continue;
       if (!s.up) {
-        out_ << "server " << s.id.ToString() << " (" << s.address << ") is DOWN: not listed";
+        out_ << "server " << s.id.ToString() << " (" << Printable(s.address, SIZE_MAX)
+             << ") is DOWN: not listed";
         if (s.pg_positions > 0) {
           out_ << "; it holds " << s.pg_positions
                << " PG positions, so its chunks count as missing (repair moves rebuild them "
@@ -215,7 +216,7 @@ class Checker {
         continue;
       }
       cursors_.emplace_back(rpc_, s.address, o_.page_chunks);
-      server_names_.push_back(s.id.ToString() + " (" + s.address + ")");
+      server_names_.push_back(s.id.ToString() + " (" + Printable(s.address, SIZE_MAX) + ")");
       list_chunks_total_ += s.chunk_count;
       list_bytes_total_ += s.used_bytes;
     }
@@ -231,7 +232,7 @@ class Checker {
       if (!reported.ok()) {
         ++r_.errors;
         out_ << "ERROR  recording inode " << ino << "'s lost stripes at the metadata server: "
-             << reported.ToString() << "\n";
+             << Printable(reported.ToString(), SIZE_MAX) << "\n";
       }
     }
     ConfirmOrphans();
@@ -522,7 +523,8 @@ class Checker {
       Result<std::optional<FsckAttr>> a = rpc_.GetAttr(InodeId(it->first));
       if (!a.ok()) {
         ++r_.errors;
-        out_ << "ERROR  GetAttr(" << it->first << "): " << a.status().ToString() << "\n";
+        out_ << "ERROR  GetAttr(" << it->first
+             << "): " << Printable(a.status().ToString(), SIZE_MAX) << "\n";
         it = no_inode_.erase(it);
         continue;
       }
@@ -578,7 +580,7 @@ class Checker {
           ok = false;
           ++r_.errors;
           out_ << "ERROR  deleting inode " << ino << "'s chunks on " << server_names_[server]
-               << ": " << n.status().ToString() << "\n";
+               << ": " << Printable(n.status().ToString(), SIZE_MAX) << "\n";
         } else {
           r_.orphans_deleted += *n;
         }
@@ -605,7 +607,8 @@ class Checker {
           ok = false;
           ++r_.errors;
           out_ << "ERROR  deleting inode " << ino << "'s chunks past its end on "
-               << server_names_[server] << ": " << n.status().ToString() << "\n";
+               << server_names_[server] << ": " << Printable(n.status().ToString(), SIZE_MAX)
+               << "\n";
         } else {
           r_.orphans_deleted += *n;
         }
@@ -637,7 +640,7 @@ class Checker {
         ok = false;
         ++r_.errors;
         out_ << "ERROR  deleting inode " << ino << "'s chunk versions written after the backup on "
-             << server_names_[server] << ": " << failed.ToString() << "\n";
+             << server_names_[server] << ": " << Printable(failed.ToString(), SIZE_MAX) << "\n";
       }
       if (ok) r_.orphans_left -= std::min(r_.orphans_left, h.chunks);
     }

@@ -7,9 +7,15 @@
 #include <set>
 #include <sstream>
 
+#include "common/printable.h"
+
 namespace aquifer::cli {
 
 namespace {
+
+// A string from the wire or the file system (addresses, failure domains, names, messages) as
+// the report shows it: control bytes escaped (common/printable.h), never cut.
+std::string Shown(const std::string& text) { return Printable(text, SIZE_MAX); }
 
 std::string Pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
@@ -29,7 +35,7 @@ std::string ServerName(ServerId id, const ClusterView* view) {
   if (id.value() == 0) return "-";
   if (view != nullptr) {
     for (const ServerView& s : view->servers) {
-      if (s.id == id) return id.ToString() + "(" + s.failure_domain + ")";
+      if (s.id == id) return id.ToString() + "(" + Shown(s.failure_domain) + ")";
     }
   }
   return id.ToString();
@@ -74,14 +80,14 @@ std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max
       << Pad("FROM -> TO", 20) << "PROGRESS\n";
     for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {
       const MoveView& m = *rows[i];
-      o << "  " << Pad(std::to_string(m.id), 7) << Pad(m.kind, 10) << Pad(m.state, 8)
+      o << "  " << Pad(std::to_string(m.id), 7) << Pad(Shown(m.kind), 10) << Pad(Shown(m.state), 8)
         << Pad(std::to_string(m.pg_width) + "/" + std::to_string(m.pg_index) + "." +
                    std::to_string(m.position),
                8)
         << Pad(ServerName(m.from, view) + " -> " + ServerName(m.to, view), 20)
         << FormatMoveProgress(m.chunks_done, m.chunks_total, m.bytes_done, m.bytes_total,
                               m.rate_bytes_per_s, m.eta_ms)
-        << (m.error.empty() ? "" : "  ERROR " + m.error) << "\n";
+        << (m.error.empty() ? "" : "  ERROR " + Shown(m.error)) << "\n";
     }
     if (rows.size() > max_rows) o << "  ... " << rows.size() - max_rows << " more\n";
   }
@@ -92,7 +98,7 @@ std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max
     if (mv.waiting_for_server) o << ", WAITING FOR A SERVER (no spare failure domain)";
     o << "\n";
     for (const auto& [reason, pgs] : by_reason) {
-      o << "  " << pgs.size() << " " << reason << ":";
+      o << "  " << pgs.size() << " " << Shown(reason) << ":";
       for (size_t i = 0; i < pgs.size() && i < 8; ++i) {
         o << " " << pgs[i]->pg_width << "/" << pgs[i]->pg_index << "[";
         for (size_t j = 0; j < pgs[i]->positions.size(); ++j) {
@@ -104,7 +110,7 @@ std::string FormatMoves(const MovesView& mv, const ClusterView* view, size_t max
       o << "\n";
     }
   }
-  o << "meta says " << (mv.message.empty() ? "healthy" : mv.message) << "\n";
+  o << "meta says " << (mv.message.empty() ? "healthy" : Shown(mv.message)) << "\n";
   return o.str();
 }
 
@@ -115,8 +121,9 @@ std::string FormatServerTable(const ClusterView& v) {
         << Pad("MEMBER", 10) << Pad("PGS", 6) << Pad("USED / CAPACITY", 24) << Pad("CHUNKS", 9)
         << Pad("SCRUBBED", 10) << Pad("CORRUPT", 9) << "HEARTBEAT\n";
       for (const ServerView& s : v.servers) {
-        o << "  " << Pad(s.id.ToString(), 5) << Pad(s.address, 22) << Pad(s.failure_domain, 10)
-          << Pad(s.up ? "up" : "DOWN", 7) << Pad(s.state.empty() ? "in" : s.state, 10)
+        o << "  " << Pad(s.id.ToString(), 5) << Pad(Shown(s.address), 22)
+          << Pad(Shown(s.failure_domain), 10)
+          << Pad(s.up ? "up" : "DOWN", 7) << Pad(s.state.empty() ? "in" : Shown(s.state), 10)
           << Pad(std::to_string(s.pg_positions), 6)
           << Pad(HumanBytes(s.used_bytes) + " / " + HumanBytes(s.capacity_bytes), 24)
           << Pad(std::to_string(s.chunk_count), 9) << Pad(std::to_string(s.chunks_scrubbed), 10)
@@ -199,7 +206,8 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
   std::vector<std::pair<HealthState, std::string>> found;
   auto add = [&](HealthState st, std::string why) { found.emplace_back(st, std::move(why)); };
   if (!view.ok()) {
-    add(HealthState::kUnreachable, "the metadata server did not answer: " + view.status().ToString());
+    add(HealthState::kUnreachable,
+        "the metadata server did not answer: " + Shown(view.status().ToString()));
   } else {
     const ClusterView& v = *view;
     const uint32_t width = v.default_k + v.default_m;
@@ -220,7 +228,7 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
       }
       if (sv.capacity_bytes > 0 && sv.used_bytes * 100 >= sv.capacity_bytes * kNearlyFullPercent) {
         add(HealthState::kNearlyFull,
-            "server " + sv.id.ToString() + " (" + sv.failure_domain + ") is " +
+            "server " + sv.id.ToString() + " (" + Shown(sv.failure_domain) + ") is " +
                 std::to_string(sv.used_bytes * 100 / sv.capacity_bytes) + "% full (" +
                 HumanBytes(sv.used_bytes) + " of " + HumanBytes(sv.capacity_bytes) +
                 "; client writes are refused above its full percent, 95 by default)");
@@ -296,9 +304,10 @@ Health HealthOf(const Result<ClusterView>& view, const Result<MovesView>* moves,
   }
   if (local && !local->state.mount.dir.empty()) {
     if (local->mount_type.empty()) {
-      add(HealthState::kMountDown, "the mount " + local->state.mount.dir + " is not mounted");
+      add(HealthState::kMountDown,
+          "the mount " + Shown(local->state.mount.dir) + " is not mounted");
     } else if (!local->mount_alive) {
-      add(HealthState::kMountDown, "aquifer-mount of " + local->state.mount.dir +
+      add(HealthState::kMountDown, "aquifer-mount of " + Shown(local->state.mount.dir) +
                                        " is not running (the mount point answers nothing)");
     }
   }
@@ -328,12 +337,13 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
                          const Result<MovesView>* moves) {
   std::ostringstream o;
   o << FormatHealth(HealthOf(view, moves, local));
-  if (local) o << "cluster   local, root " << local->state.root << "\n";
+  if (local) o << "cluster   local, root " << Shown(local->state.root) << "\n";
   if (!view.ok()) {
-    o << "meta      " << meta_address << "  UNREACHABLE: " << view.status().ToString() << "\n";
+    o << "meta      " << Shown(meta_address) << "  UNREACHABLE: " << Shown(view.status().ToString())
+      << "\n";
   } else {
     const ClusterView& v = *view;
-    o << "meta      " << meta_address << "  up, cluster map version " << v.map_version
+    o << "meta      " << Shown(meta_address) << "  up, cluster map version " << v.map_version
       << ", default layout RS " << v.default_k << "+" << v.default_m << ", stripe unit "
       << HumanBytes(v.default_unit_bytes) << "\n";
     int up = 0;
@@ -355,7 +365,7 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
       if (moves->ok()) {
         o << FormatMoves(**moves, &v, 20);
       } else {
-        o << "moves     unknown: " << moves->status().ToString() << "\n";
+        o << "moves     unknown: " << Shown(moves->status().ToString()) << "\n";
       }
     }
     if (v.default_k > 0 && static_cast<uint32_t>(up) < v.default_k + v.default_m) {
@@ -369,8 +379,9 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
     if (s.mount.dir.empty()) {
       o << "none\n";
     } else {
-      o << s.mount.dir << "  "
-        << (local->mount_type.empty() ? "NOT MOUNTED" : "mounted (" + local->mount_type + ")")
+      o << Shown(s.mount.dir) << "  "
+        << (local->mount_type.empty() ? "NOT MOUNTED"
+                                       : "mounted (" + Shown(local->mount_type) + ")")
         << ", aquifer-mount " << (local->mount_alive ? "pid " + std::to_string(s.mount.pid)
                                                      : std::string("not running"))
         << "\n";
@@ -379,14 +390,14 @@ std::string FormatStatus(const std::string& meta_address, const Result<ClusterVi
                                                  : std::string("NOT RUNNING"));
     for (size_t i = 0; i < s.data_servers.size(); ++i) {
       bool alive = i < local->data_alive.size() && local->data_alive[i];
-      o << "; " << s.data_servers[i].failure_domain << " "
+      o << "; " << Shown(s.data_servers[i].failure_domain) << " "
         << (alive ? "pid " + std::to_string(s.data_servers[i].pid) : std::string("NOT RUNNING"));
     }
     o << "\n";
   } else {
     o << "mounts    ";
     if (mounts.empty()) o << "no mount of this cluster on this host";
-    for (size_t i = 0; i < mounts.size(); ++i) o << (i ? ", " : "") << mounts[i];
+    for (size_t i = 0; i < mounts.size(); ++i) o << (i ? ", " : "") << Shown(mounts[i]);
     o << "\n";
   }
   return o.str();

@@ -75,7 +75,12 @@ void WireServer::Impl::Serve(int fd, const std::atomic<bool>& stopping) {
     if (!request.ok()) {
       // The framing cannot be trusted after a bad header: say why, then end the connection.
       rejected.fetch_add(1);
-      Logger("data")->warn("chunk wire rejected a frame: {}", request.status().ToString());
+      // At most one line per 10 s: a peer can send bad frames as fast as it can connect.
+      static LogLimiter limiter;
+      if (uint64_t held = 0; limiter.Allow(&held)) {
+        Logger("data")->warn("chunk wire rejected a frame: {} ({} more since the last line)",
+                             request.status().ToString(), held);
+      }
       const std::string& text = request.status().message();
       const uint32_t n =
           static_cast<uint32_t>(std::min<size_t>(text.size(), wire::kMaxMessageBytes));

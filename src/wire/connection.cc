@@ -76,6 +76,20 @@ Status WriteFull(int fd, iovec* iov, int iov_count) {
   return OkStatus();
 }
 
+Status CheckHandshakeAnswer(const ClusterKey& key, uint64_t instance, const Nonce& server_nonce,
+                            std::span<const std::byte> answer, Nonce* client_nonce) {
+  if (answer.size() != kNonceBytes + kMacBytes) {
+    return PermissionDenied("wire: handshake answer of " + std::to_string(answer.size()) +
+                            " bytes");
+  }
+  Nonce nonce;
+  std::copy_n(answer.begin(), kNonceBytes, nonce.begin());
+  const Mac want = WireClientProof(key, instance, server_nonce, nonce);
+  if (!MacEqual(want, answer.subspan(kNonceBytes))) return PermissionDenied("wire: wrong key");
+  *client_nonce = nonce;
+  return OkStatus();
+}
+
 struct Listener::Impl {
   std::string name;
   uint64_t instance = 0;
@@ -347,9 +361,7 @@ bool Listener::Impl::Advance(Pending& p) {
   p.answer_bytes += static_cast<size_t>(n);
   if (p.answer_bytes < p.answer.size()) return true;
   Nonce client_nonce;
-  std::copy_n(p.answer.begin(), kNonceBytes, client_nonce.begin());
-  const Mac want = WireClientProof(*key, instance, p.server_nonce, client_nonce);
-  if (!MacEqual(want, std::span(p.answer).subspan(kNonceBytes))) {
+  if (!CheckHandshakeAnswer(*key, instance, p.server_nonce, p.answer, &client_nonce).ok()) {
     Refuse(p.fd, "wrong key");
     return false;
   }

@@ -41,6 +41,15 @@ Status WriteFull(int fd, struct iovec* iov, int iov_count);
 // by `deadline`. Errors: kUnavailable.
 Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline);
 
+// The server's check of a client's handshake answer, the bytes the client sends after the
+// server's hello and nonce: its nonce then its proof (kNonceBytes + kMacBytes bytes). OK when
+// `answer` is exactly that long and the proof is WireClientProof(key, instance, server_nonce,
+// its nonce); *client_nonce is then that nonce. Errors: kPermissionDenied ("handshake answer of
+// N bytes", "wrong key"). Pure (no I/O, no allocation on success); thread-safe. Listener runs
+// it; the fuzzers feed it arbitrary bytes.
+Status CheckHandshakeAnswer(const ClusterKey& key, uint64_t instance, const Nonce& server_nonce,
+                            std::span<const std::byte> answer, Nonce* client_nonce);
+
 class Listener {
  public:
   // Serves one connection until it returns (the listener then shuts the socket down and, later,

@@ -42,6 +42,53 @@ TEST(StatusReportTest, ShowsEachServerUpOrDownWithCapacityAndPgCounts) {
   EXPECT_NE(text.find("no mount of this cluster on this host"), std::string::npos);
 }
 
+// Strings that come from the wire (a server's address and failure domain, a move's kind, state and
+// error, the metadata server's message, a degraded reason) are shown escaped: a data server that
+// registers "\x1b[2J" and a newline cannot clear an operator's terminal or forge a report line.
+TEST(StatusReportTest, StringsFromTheWireArePrintedWithControlBytesEscaped) {
+  const std::string evil = "x\x1b[2J\ny\rz\x07";
+  ClusterView v = SixServersOneDown();
+  v.servers[0].address = "127.0.0.1:1" + evil;
+  v.servers[1].failure_domain = "fd" + evil;
+  v.servers[2].failure_domain = "down" + evil;  // server 3 is down: named in the health line
+  MovesView mv;
+  MoveView m;
+  m.id = 1;
+  m.kind = "repair" + evil;
+  m.state = "running" + evil;
+  m.from = ServerId(3);
+  m.to = ServerId(2);
+  m.error = "failed" + evil;
+  mv.moves.push_back(m);
+  DegradedPgView d;
+  d.pg_width = 6;
+  d.positions = {2};
+  d.reason = "reason" + evil;
+  mv.degraded.push_back(d);
+  mv.message = "message" + evil;
+  Result<MovesView> moves = mv;
+  LocalProcesses local;
+  local.state.root = "/tmp/root" + evil;
+  local.state.mount.dir = "/mnt" + evil;
+  DataServerRecord sp;
+  sp.failure_domain = "local" + evil;
+  local.state.data_servers.push_back(sp);
+  local.data_alive.push_back(true);
+  const std::vector<std::string> mounts = {"/mnt/other" + evil};
+  for (const std::string& text :
+       {FormatStatus("127.0.0.1:41000" + evil, v, std::nullopt, mounts, &moves),
+        FormatStatus("127.0.0.1:41000" + evil, v, local, {}, &moves),
+        FormatStatus("127.0.0.1:41000" + evil, Result<ClusterView>(Unavailable("down" + evil)),
+                     local, {}, &moves),
+        FormatServerTable(v), FormatMoves(mv, &v, 10)}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+    EXPECT_EQ(text.find("\ny"), std::string::npos) << "a raw newline inside a name:\n" << text;
+    EXPECT_NE(text.find("x\\x1b[2J\\x0ay"), std::string::npos) << text;
+  }
+}
+
 TEST(StatusReportTest, SaysWhenTheMetadataServerIsUnreachableAndShowsLocalProcesses) {
   LocalProcesses lp;
   lp.state.root = "/tmp/aquifer-r";

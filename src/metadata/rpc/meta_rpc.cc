@@ -1007,7 +1007,12 @@ class WireDispatch {
       if (!wire::ReadFull(fd, head, /*idle=*/true, stopping).ok()) return;
       Result<wire::CallHeader> call = wire::DecodeCall(head);
       if (!call.ok()) {
-        Logger("meta")->warn("metadata wire rejected a frame: {}", call.status().ToString());
+        // At most one line per 10 s: a peer can send bad frames as fast as it can connect.
+        static LogLimiter limiter;
+        if (uint64_t held = 0; limiter.Allow(&held)) {
+          Logger("meta")->warn("metadata wire rejected a frame: {} ({} more since the last line)",
+                               call.status().ToString(), held);
+        }
         return;  // the framing cannot be trusted after a bad header
       }
       const auto deadline =
