@@ -97,6 +97,7 @@ struct RingThread {
 
   void Run();
   RingEntry* NewEntry();
+  io_uring_sqe* NextSqe();
   void PrepCmd(RingEntry* e, uint32_t op, uint64_t commit_id);
   void ArmWake();
   void Handle(RingEntry* e);
@@ -255,25 +256,15 @@ bool FuseUring::Impl::StartRings() {
   };
   for (unsigned q = 0; q < queues; ++q) {
     for (unsigned i = 0; i < options.threads_per_queue; ++i) {
-      auto t = std::make_unique<RingThread>();
-      t->impl = this;
-      t->qid = static_cast<uint16_t>(q);
-      int rc = io_uring_queue_init(16, &t->ring, IORING_SETUP_SQE128);
-      if (rc < 0) {
-        made.push_back(std::move(t));
-        return undo(std::string("io_uring_queue_init: ") + std::strerror(-rc));
-      }
-      t->ring_made = true;
-      t->wake_fd = eventfd(0, EFD_CLOEXEC);
-      if (t->wake_fd < 0) {
-        made.push_back(std::move(t));
-        return undo(std::string("eventfd: ") + std::strerror(errno));
-      }
-      if (t->NewEntry() == nullptr) {
-        made.push_back(std::move(t));
-        return undo("out of memory for a ring entry");
-      }
-      made.push_back(std::move(t));
+      RingThread& t = *made.emplace_back(std::make_unique<RingThread>());
+      t.impl = this;
+      t.qid = static_cast<uint16_t>(q);
+      int rc = io_uring_queue_init(16, &t.ring, IORING_SETUP_SQE128);
+      if (rc < 0) return undo(std::string("io_uring_queue_init: ") + std::strerror(-rc));
+      t.ring_made = true;
+      t.wake_fd = eventfd(0, EFD_CLOEXEC);
+      if (t.wake_fd < 0) return undo(std::string("eventfd: ") + std::strerror(errno));
+      if (t.NewEntry() == nullptr) return undo("out of memory for a ring entry");
     }
   }
   std::lock_guard lock(state_mu);
@@ -354,17 +345,25 @@ RingEntry* RingThread::NewEntry() {
   return entries.back().get();
 }
 
-void RingThread::PrepCmd(RingEntry* e, uint32_t op, uint64_t commit_id) {
+// A cleared 128-byte SQE of this thread's ring, submitting what is queued when it is full;
+// nullptr (logged) when none frees up.
+io_uring_sqe* RingThread::NextSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring);
   if (sqe == nullptr) {
     io_uring_submit(&ring);
     sqe = io_uring_get_sqe(&ring);
-    if (sqe == nullptr) {
-      Log()->error("fuse ring: queue {} has no free submission slot", qid);
-      return;
-    }
+  }
+  if (sqe == nullptr) {
+    Log()->error("fuse ring: queue {} has no free submission slot", qid);
+    return nullptr;
   }
   std::memset(sqe, 0, 128);
+  return sqe;
+}
+
+void RingThread::PrepCmd(RingEntry* e, uint32_t op, uint64_t commit_id) {
+  io_uring_sqe* sqe = NextSqe();
+  if (sqe == nullptr) return;
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = impl->dev_fd;
   sqe->cmd_op = op;
@@ -378,13 +377,8 @@ void RingThread::PrepCmd(RingEntry* e, uint32_t op, uint64_t commit_id) {
 }
 
 void RingThread::ArmWake() {
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-  if (sqe == nullptr) {
-    io_uring_submit(&ring);
-    sqe = io_uring_get_sqe(&ring);
-  }
+  io_uring_sqe* sqe = NextSqe();
   if (sqe == nullptr) return;
-  std::memset(sqe, 0, 128);
   io_uring_prep_read(sqe, wake_fd, &wake_value, sizeof wake_value, 0);
   io_uring_sqe_set_data(sqe, nullptr);
 }
@@ -424,7 +418,7 @@ void RingThread::Handle(RingEntry* e) {
     RingEntry* fresh = NewEntry();
     if (fresh != nullptr) PrepCmd(fresh, kCmdRegister, 0);
   }
-  if (!impl->logged_first.exchange(true)) {
+  if (!impl->logged_first.load(std::memory_order_relaxed) && !impl->logged_first.exchange(true)) {
     Log()->info("fuse transport=uring: first request answered on a ring (opcode={})", in.opcode);
   }
 }

@@ -60,9 +60,11 @@ class FuseUring {
     bool required = false;
   };
 
-  // Installs the hooks on `se` (mounted, loop not started). Fails (kUnavailable) when this
-  // process cannot make an io_uring with 128-byte SQEs (io_uring disabled by sysctl, old kernel);
-  // the session is then untouched.
+  // Installs the hooks on `se` (mounted, loop not started); whether the rings are used is
+  // decided at FUSE_INIT (transport()). Errors, the session then untouched: kInvalidArgument
+  // (threads_per_queue outside 1..64), kUnavailable (this process cannot make an io_uring with
+  // 128-byte SQEs: io_uring disabled by sysctl, an old kernel; or libfuse refused the hooks),
+  // kInternal (already installed in this process: one per process).
   static Result<std::unique_ptr<FuseUring>> Install(fuse_session* se, Options options);
 
   ~FuseUring();  // Stop()

@@ -13,30 +13,15 @@
 #include <functional>
 #include <thread>
 
+#include "wire_test_support.h"
+
 namespace aquifer::wire {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Deadline Soon() { return Clock::now() + std::chrono::seconds(10); }
-
-bool WaitFor(const std::function<bool()>& pred) {
-  const auto end = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
-// Serves by echoing one byte per byte received, until the peer closes.
-void Echo(int fd, const std::atomic<bool>& stopping) {
-  std::array<std::byte, 1> b;
-  while (ReadFull(fd, b, /*idle=*/true, stopping).ok()) {
-    iovec iov{b.data(), 1};
-    if (!WriteFull(fd, &iov, 1).ok()) return;
-  }
-}
+using testing::Echo;
+using testing::Soon;
+using testing::WaitFor;
 
 TEST(ConnectionTest, ClosedConnectionsAreFreedAtOnceAndTheLimitIsKept) {
   Result<std::unique_ptr<Listener>> l = Listener::Start("test", "127.0.0.1", 0, 42, Echo, 3);

@@ -28,6 +28,7 @@
 #include "wire/chunk_wire.h"
 #include "wire/connection.h"
 #include "wire/meta_wire.h"
+#include "wire_test_support.h"
 
 // ---- allocation tracking: the largest single allocation made by this thread while tracking --
 namespace {
@@ -62,7 +63,10 @@ namespace aquifer::wire {
 namespace {
 
 using testing::Bytes;
+using testing::Echo;
 using testing::Mutation;
+using testing::Soon;
+using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
 
 // A decode allocates at most its error text (a Status holding a short message).
@@ -462,25 +466,6 @@ TEST(WireFuzzTest, ReadPayloadAllocatesAboutWhatArrivedWhateverTheAnnouncedLengt
 }
 
 // ---- the handshake over loopback ------------------------------------------------------------
-
-Deadline Soon() { return Clock::now() + std::chrono::seconds(10); }
-
-bool WaitFor(const std::function<bool()>& pred) {
-  const auto end = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
-void Echo(int fd, const std::atomic<bool>& stopping) {
-  std::array<std::byte, 1> b;
-  while (ReadFull(fd, b, /*idle=*/true, stopping).ok()) {
-    iovec iov{b.data(), 1};
-    if (!WriteFull(fd, &iov, 1).ok()) return;
-  }
-}
 
 bool Echoes(int fd) {
   std::array<std::byte, 1> b{std::byte{42}};
