@@ -287,9 +287,15 @@ class Client {
   // give it back (a recall: it commits what it buffered), and takes it again at its next write,
   // truncate or fallocate, waiting the same way (docs/design.md "Write-lease recall").
   // Returns the file's attributes at open (for the kernel's keep_cache decision) and the handle.
+  // attr.nlink 0 means another client unlinked the file (or replaced its name) since this
+  // client named it; `unlink_pending` then says that change has not returned to its caller yet
+  // (the metadata server still waits for this client's acknowledgement), so the open ran
+  // concurrently with it and may be served; otherwise the name was stale (the mount answers
+  // ESTALE and its kernel looks the name up again).
   struct Opened {
     Attributes attr;
     std::unique_ptr<OpenFile> file;
+    bool unlink_pending = false;
   };
   Result<Opened> Open(InodeId inode, int flags, const Caller& caller);
   // Creates and opens a regular file in one metadata round trip. O_EXCL gives kAlreadyExists.

@@ -321,6 +321,21 @@ Result<Attributes> Client::Lookup(InodeId parent, std::string_view name, const C
 
 Result<Attributes> Client::GetAttr(InodeId inode) {
   Result<Attributes> attr = impl_->meta_->GetAttr(inode);
+  if (!attr.ok() && attr.status().code() == Code::kNotFound) {
+    // Deleted on the metadata server while this client has it open: another host unlinked or
+    // replaced the name, and the server no longer counted this open (a read-only open it was
+    // never told of, Impl::OpenLazily). POSIX keeps an open unlinked file alive for its holders,
+    // so fstat answers what the open found, with no links left, not ESTALE.
+    MutexLock lock(impl_->registry_->mu);
+    auto it = impl_->registry_->files.find(inode);
+    if (it != impl_->registry_->files.end()) {
+      const OpenFile& f = *it->second;
+      Attributes orphan = f.opened_attr;
+      orphan.nlink = 0;
+      orphan.size_bytes = f.writable ? f.local_size.load() : f.View().size;
+      return orphan;
+    }
+  }
   if (!attr.ok()) return attr;
   return impl_->Overlay(std::move(*attr));
 }

@@ -127,6 +127,10 @@ class OpenFile {
   int flags = 0;
   bool writable = false;
   Layout layout;
+  // The attributes the open found (set once, before the handle is registered; read-only after):
+  // what GetAttr answers, with nlink 0, once another host's unlink deleted the inode on the
+  // metadata server while this handle still had it open (Client::GetAttr).
+  Attributes opened_attr;
   std::shared_ptr<Registry> registry;
   // Borrowers found through the registry (a truncate by inode); the destructor waits for 0, so a
   // handle released concurrently (the kernel's asynchronous release) is not freed under them.

@@ -116,6 +116,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->flags = flags;
   file->writable = (flags & O_ACCMODE) != O_RDONLY;
   file->layout = reply.attr.layout;
+  file->opened_attr = reply.attr;
   file->registry = registry_;
   file->AdoptCommitted(reply.attr, reply.write_version);
   file->lease_held.store(file->writable);  // an open for write took the lease
@@ -153,6 +154,7 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   Opened opened;
   opened.attr = reply.attr;
   opened.attr.size_bytes = file->size;
+  opened.unlink_pending = reply.unlink_pending;
   opened.file = std::move(file);
   return opened;
 }

@@ -54,7 +54,23 @@ std::optional<Client::Opened> Client::Impl::OpenLazily(InodeId inode, int flags,
   // server now. Kept attributes still there (of the same version) mean no recall came yet, and
   // its handling will find the handle.
   std::optional<Attributes> still = meta_->KeptAttr(inode);
-  if (!still || still->data_version != kept->data_version) RegisterLazy(&inode);
+  if (!still || still->data_version != kept->data_version) {
+    RegisterLazy(&inode);
+    bool lost;
+    {
+      std::unique_lock lock(lazy_mu_);
+      lazy_cv_.wait(lock, [&] { return f->lazy != OpenFile::Lazy::kRegistering; });
+      lost = f->lazy == OpenFile::Lazy::kLost;
+    }
+    if (lost) {
+      // The server no longer has the inode (the recall's change deleted it, and its hold ended
+      // before this open was told): the handle could read nothing. The server's open answers
+      // instead (kNotFound: the mount's ESTALE has the kernel look the name up again).
+      Status released = Release(std::move(opened->file));
+      (void)released;
+      return std::nullopt;
+    }
+  }
   return std::move(*opened);
 }
 

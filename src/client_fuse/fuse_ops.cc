@@ -275,6 +275,7 @@ void LookupAnswer(fuse_req_t req, fuse_ino_t parent, const char* name, uint64_t 
     }
   }
   if (!a.ok()) return ReplyError(req, a.status(), "lookup");
+  d.stale_retries.LookedUp(static_cast<uint32_t>(fuse_req_ctx(req)->pid), a->inode.value());
   ReplyEntry(req, *a, d.recall_epoch.load() != epoch);
 }
 
@@ -513,6 +514,9 @@ bool WantsWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
   const InodeId inode(ino);
+  // Every open of the thread ends what an earlier ESTALE of it allowed (one retry).
+  const auto tid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  const bool stale_retry = d.stale_retries.IsFreshRetry(tid, ino, std::chrono::steady_clock::now());
   if (SharedFile* sf = PinShared(d, inode, WantsWrite(fi->flags))) {
     // Another descriptor of this mount has the file open: share its handle.
     Result<Attributes> a = (WantsWrite(fi->flags) && (fi->flags & O_TRUNC))
@@ -527,20 +531,37 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return ReplyOpened(req, sf, *a, fi, /*create=*/false);
   }
   Result<Client::Opened> o = d.client->Open(inode, LibraryFlags(fi->flags), CallerOf(req, true));
-  if (!o.ok()) return ReplyInodeError(req, o.status(), "open");
-  if (o->attr.nlink == 0) {
-    // Unlinked and not open on this mount (PinShared found no handle): only a name the kernel
-    // still caches for entry_timeout leads here, after another host replaced or removed it. The
-    // inode lives on as an orphan while something (a close of this very mount, its release still
-    // queued) holds it open, so the open would succeed and read the old file's bytes. ESTALE
-    // makes the kernel look the name up again and retry once (as for an inode that is gone).
-    // A reopen of an open unlinked file (/proc/PID/fd/N) has a handle here, so it gets in above.
+  if (!o.ok()) {
+    if (o.status().code() == Code::kNotFound) {
+      d.stale_retries.AnsweredStale(tid, ino, std::chrono::steady_clock::now());
+      d.stale_opens.fetch_add(1, std::memory_order_relaxed);
+    }
+    return ReplyInodeError(req, o.status(), "open");
+  }
+  if (o->attr.nlink == 0 && !o->unlink_pending && !stale_retry) {
+    // Unlinked and not open on this mount (PinShared found no handle): a name the kernel still
+    // caches after another host replaced or removed it (and that change returned) leads here.
+    // The inode lives on as an orphan while something (a close of this very mount, its release
+    // still queued) holds it open, so the open would succeed and read the old file's bytes.
+    // ESTALE makes the kernel look the name up again and retry once (as for an inode that is
+    // gone). A reopen of an open unlinked file (/proc/PID/fd/N) has a handle here, so it gets in
+    // above. Two cases are served instead, both opens concurrent with the change that unlinked
+    // the inode (docs/design.md "A name replaced on another host"): unlink_pending (that change
+    // has not returned on the other host yet), and the kernel's retry after an ESTALE of this
+    // thread, of the inode its fresh lookup found (StaleRetries): a second ESTALE would reach
+    // the application when the name was replaced twice within the retry.
     Status released = d.client->Release(std::move(o->file));
     (void)released;
+    d.stale_retries.AnsweredStale(tid, ino, std::chrono::steady_clock::now());
+    d.stale_opens.fetch_add(1, std::memory_order_relaxed);
     SPDLOG_LOGGER_DEBUG(&Log(), "open failed errno=ESTALE (unlinked, not open here) inode={}",
                         inode.value());
     CountFuseError(ESTALE);
     return (void)fuse_reply_err(req, ESTALE);
+  }
+  if (o->attr.nlink == 0) {
+    (o->unlink_pending ? d.orphan_opens_pending : d.orphan_opens_retry)
+        .fetch_add(1, std::memory_order_relaxed);
   }
   SharedFile* sf = AddShared(d, inode, std::move(o->file), WantsWrite(fi->flags));
   ReplyOpened(req, sf, o->attr, fi, /*create=*/false);

@@ -24,6 +24,7 @@
 #include "client_fuse/kernel_invalidator.h"
 #include "client_fuse/lock_waiters.h"
 #include "client_fuse/mount_options.h"
+#include "client_fuse/stale_retries.h"
 
 namespace aquifer::fuse {
 
@@ -83,6 +84,14 @@ struct Daemon {
 
   // Callers' supplementary groups, reused per thread for a second (see group_cache.h).
   GroupCache groups{std::chrono::seconds(1)};
+  // Threads this mount answered ESTALE at open, followed through the kernel's one retry
+  // (stale_retries.h).
+  StaleRetries stale_retries;
+  // Opens of unlinked inodes served as concurrent with their unlink (OnOpen), and answered
+  // ESTALE: logged at unmount.
+  std::atomic<uint64_t> orphan_opens_pending{0};
+  std::atomic<uint64_t> orphan_opens_retry{0};
+  std::atomic<uint64_t> stale_opens{0};
 };
 
 // The operation table to pass to fuse_session_new, with a Daemon* as userdata.

@@ -405,6 +405,10 @@ int Run(int argc, char** argv) {
   daemon.lock_waiters.reset();  // answers (EINTR) the lock requests still waiting
 
   Logger("fuse")->info("unmount mountpoint={} loop_result={}", opts.mountpoint, rc);
+  Logger("fuse")->info("opens of names replaced on another host: {} answered ESTALE, {} served "
+                       "while the unlink was pending, {} served on the kernel's retry",
+                       daemon.stale_opens.load(), daemon.orphan_opens_pending.load(),
+                       daemon.orphan_opens_retry.load());
   if (http) http->Stop();
   if (invalidator) invalidator->Stop();  // later recalls ask nothing of the kernel
   fuse_session_unmount(se);

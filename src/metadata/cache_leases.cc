@@ -104,6 +104,19 @@ void MetadataService::GrantCache(SessionId session, const std::vector<uint64_t>&
   }
 }
 
+bool MetadataService::CacheRecallPending(uint64_t session, uint64_t ino) {
+  if (options_.cache_lease_ms == 0 || session == 0) return false;
+  MutexLock lock(recall_mu_);
+  auto q = cache_queues_.find(session);
+  if (q == cache_queues_.end()) return false;
+  for (const CacheRecall& r : q->second.pending) {
+    for (InodeId i : r.inodes) {
+      if (i.value() == ino) return true;
+    }
+  }
+  return false;
+}
+
 void MetadataService::RecallCaches(const Txn& txn) {
   if (options_.cache_lease_ms == 0) return;
   std::set<uint64_t> changed(txn.dirty.begin(), txn.dirty.end());

@@ -93,6 +93,12 @@ struct OpenResult {
   Inode attr;
   uint64_t write_version = 0;  // for opens for write of regular files; > attr.data_version
   bool created = false;        // Create made this inode (so it has no extended attributes)
+  // Open of an inode with no name left (nlink 0) whose unlink this session has not acknowledged
+  // yet (a cache recall naming it is still queued for the session): the change that unlinked it
+  // waits for that acknowledgement, so it has not returned to its caller and the open runs
+  // concurrently with it. The opener may serve the old file (POSIX lets a concurrent open see
+  // either); without this flag an nlink-0 open came from a name cached past the change.
+  bool unlink_pending = false;
 };
 
 struct CommitArgs {
@@ -746,6 +752,10 @@ class MetadataService {
   bool HoldForRecall(Txn& txn, uint64_t ino);
   // Records `session` as a cache holder of each inode (mu_ held, shared or exclusive).
   void GrantCache(SessionId session, std::initializer_list<uint64_t> inodes);
+  // True when a cache recall naming `ino`'s attributes is queued for `session` and not yet
+  // acknowledged: the change that made it is still waiting for this session (mu_ held; takes
+  // recall_mu_).
+  bool CacheRecallPending(uint64_t session, uint64_t ino);
   void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
   // After Apply wrote `txn`: recalls other sessions' cache leases on what it changed, grants the
   // calling session's, and notes the recalls the current RequestScope must wait for (mu_

@@ -89,6 +89,9 @@ Result<OpenResult> MetadataService::Open(InodeId ino, uint32_t flags, SessionId 
   }
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   out.attr = *n;
+  // An orphan (kept by a recall hold or another open) opened through a name this session was
+  // told of before the unlink: see OpenResult::unlink_pending.
+  if (n->nlink == 0 && n->is_reg()) out.unlink_pending = CacheRecallPending(s, ino.value());
   if (s != 0) TouchSession(session);
   return out;
 }

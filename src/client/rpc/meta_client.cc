@@ -514,7 +514,7 @@ class GrpcMetaClient final : public MetaClient {
     Touching touching(names_, inode, (flags & O_ACCMODE) != O_RDONLY);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Open, req, &resp, ReadOnlyRetry(flags)), &resp);
     if (!s.ok()) return s;
-    return OpenReply{FromPb(resp.attr()), resp.write_version()};
+    return OpenReply{FromPb(resp.attr()), resp.write_version(), resp.unlink_pending()};
   }
 
   Status Release(InodeId inode, SessionId session, bool was_write) override {

@@ -27,6 +27,7 @@ namespace aquifer::client {
 struct OpenReply {
   Attributes attr;
   uint64_t write_version = 0;
+  bool unlink_pending = false;  // nlink 0, and its unlink has not returned (OpenResponse)
 };
 
 struct CommitReply {

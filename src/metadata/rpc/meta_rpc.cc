@@ -489,6 +489,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (!r.ok()) return;
     ToPb(r->attr, resp->mutable_attr());
     resp->set_write_version(r->write_version);
+    resp->set_unlink_pending(r->unlink_pending);
   }
 
   grpc::Status Open(grpc::ServerContext* ctx, const pb::OpenRequest* req,
