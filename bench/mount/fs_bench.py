@@ -3,6 +3,7 @@
 
 Usage: fs_bench.py --mount DIR --local DIR [--bindfs DIR] [--remount CMD] [--json FILE]
                    [--seq-mib 256] [--small-files 3000] [--meta-files 2000] [--untar TAR]
+                   [--groups seq,small,dataloader,ingest,meta]
 
 "Cold" means every cache is empty, the mount's own included: before each cold phase the kernel's
 caches are dropped, and with --remount CMD (a shell command that unmounts --mount and mounts it
@@ -232,26 +233,44 @@ def metadata(d, count, cold=drop_caches):
 
 def run(d, args, label, cold=drop_caches):
     res = {}
-    print(f"[{label}] sequential write {args.seq_mib} MiB", file=sys.stderr)
-    res["seq_write_mib_s"], path = seq_write(d, args.seq_mib)
-    how = cold([path])
-    print(f"[{label}] cold sequential read ({how})", file=sys.stderr)
-    res["seq_read_mib_s"] = seq_read(path, args.seq_mib)
-    print(f"[{label}] 4 KiB random read IOPS", file=sys.stderr)
-    iops = rand_read_iops(path)
-    if iops is not None:
-        res["rand_read_4k_iops"] = iops
-    os.unlink(path)
-    print(f"[{label}] small files x{args.small_files}", file=sys.stderr)
-    res["small_create_s"], files = small_files(d, args.small_files, seed=args.seed)
-    how = cold([p for p, _ in files])
-    print(f"[{label}] cold small-file reads ({how})", file=sys.stderr)
-    res["small_read_s"] = small_read(files, seed=args.seed + 1)
-    cold([p for p, _ in files])
-    print(f"[{label}] DataLoader epoch over the small files", file=sys.stderr)
-    rate = dataloader_rate(files, seed=args.seed + 2)
-    if rate is not None:
-        res["dataloader_samples_s"] = rate
+    groups = set(args.groups.split(","))
+    if "seq" in groups:
+        print(f"[{label}] sequential write {args.seq_mib} MiB", file=sys.stderr)
+        res["seq_write_mib_s"], path = seq_write(d, args.seq_mib)
+        how = cold([path])
+        print(f"[{label}] cold sequential read ({how})", file=sys.stderr)
+        res["seq_read_mib_s"] = seq_read(path, args.seq_mib)
+        print(f"[{label}] 4 KiB random read IOPS", file=sys.stderr)
+        iops = rand_read_iops(path)
+        if iops is not None:
+            res["rand_read_4k_iops"] = iops
+        os.unlink(path)
+    if groups & {"small", "dataloader"}:
+        print(f"[{label}] small files x{args.small_files}", file=sys.stderr)
+        res["small_create_s"], files = small_files(d, args.small_files, seed=args.seed)
+    if "small" in groups:
+        how = cold([p for p, _ in files])
+        print(f"[{label}] cold small-file reads ({how})", file=sys.stderr)
+        res["small_read_s"] = small_read(files, seed=args.seed + 1)
+    if "dataloader" in groups:
+        cold([p for p, _ in files])
+        print(f"[{label}] DataLoader epoch over the small files", file=sys.stderr)
+        rate = dataloader_rate(files, seed=args.seed + 2)
+        if rate is not None:
+            res["dataloader_samples_s"] = rate
+    if "ingest" in groups:
+        res.update(ingest(d, args, label))
+    if "meta" in groups:
+        print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
+        res.update(metadata(d, args.meta_files, cold))
+        shutil.rmtree(os.path.join(d, "meta"))
+    if groups & {"small", "dataloader"}:
+        shutil.rmtree(os.path.join(d, "small"))
+    return res
+
+
+def ingest(d, args, label):
+    res = {}
     print(f"[{label}] ingest: cp -r and rsync -a of {args.small_files} small files", file=sys.stderr)
     res["cp_r_files_s"] = copy_rate(["cp", "-r", args.source, os.path.join(d, "cp_tree")],
                                     args.small_files)
@@ -266,10 +285,6 @@ def run(d, args, label, cold=drop_caches):
         res["untar_files_s"] = copy_rate(["tar", "-xf", args.untar, "-C", os.path.join(d, "untar")],
                                          args.untar_entries)
         shutil.rmtree(os.path.join(d, "untar"))
-    print(f"[{label}] metadata x{args.meta_files}", file=sys.stderr)
-    res.update(metadata(d, args.meta_files, cold))
-    shutil.rmtree(os.path.join(d, "small"))
-    shutil.rmtree(os.path.join(d, "meta"))
     return res
 
 
@@ -285,6 +300,10 @@ def main():
     ap.add_argument("--meta-files", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=20260)
     ap.add_argument("--untar", help="an uncompressed tar on local disk: the untar row")
+    ap.add_argument("--groups", default="seq,small,dataloader,ingest,meta",
+                    help="row groups to run, comma-separated: seq (write, cold read, 4 KiB IOPS), "
+                         "small (create, cold read), dataloader, ingest (cp -r, rsync, untar), "
+                         "meta")
     args = ap.parse_args()
     if args.untar:
         listing = subprocess.run(["tar", "-tf", args.untar], check=True, capture_output=True,
@@ -292,7 +311,8 @@ def main():
         args.untar_entries = len(listing.stdout.splitlines())
     print(f"seed={args.seed}", file=sys.stderr)
     args.source = os.path.join(os.path.dirname(os.path.abspath(args.local)), "ingest-source")
-    make_source_tree(args.source, args.small_files, args.seed + 3)
+    if "ingest" in args.groups.split(","):
+        make_source_tree(args.source, args.small_files, args.seed + 3)
     local = run(args.local, args, "local")
     bindfs = run(args.bindfs, args, "bindfs") if args.bindfs else {}
     mount = run(args.mount, args, "mount", make_cold(args.remount))
@@ -317,7 +337,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    shutil.rmtree(args.source)
+    shutil.rmtree(args.source, ignore_errors=True)
 
 
 if __name__ == "__main__":

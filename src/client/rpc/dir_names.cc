@@ -113,6 +113,7 @@ bool DirNames::InstallListed(InodeId dir, const Ticket& ticket, std::vector<List
     // Full: start over rather than track which list was used last.
     lists_.clear();
     attrs_.clear();
+    looked_.clear();
     total_names_ = 0;
   }
   List& list = lists_[dir.value()];
@@ -132,11 +133,20 @@ void DirNames::Answered(InodeId dir, std::string_view name, const Ticket& ticket
   if (name.empty() || name == "." || name == "..") return;
   std::lock_guard lock(mu_);
   if (lease_.count() <= 0 || ticket.epoch != epoch_) return;
+  const std::string key(name);
   auto it = lists_.find(dir.value());
-  if (it == lists_.end()) return;
+  if (it == lists_.end()) {
+    // No complete list: keep the found inode's attributes by (dir, name) for the open that
+    // usually follows; a name no longer there (or another inode now) drops what was kept.
+    if (attr != nullptr && GenLocked(dir) == ticket.dir_gen) {
+      KeepLookedLocked(dir.value(), key, *attr, ticket);
+    } else {
+      DropLookedLocked(dir.value(), key);
+    }
+    return;
+  }
   if (GenLocked(dir) != ticket.dir_gen) return;  // a change came meanwhile
   List& list = it->second;
-  const std::string key(name);
   list.unsure.erase(key);
   auto n = list.names.find(key);
   if (attr == nullptr) {
@@ -165,9 +175,10 @@ void DirNames::Added(InodeId dir, std::string_view name, const Attributes* attr,
                      const Ticket* ticket) {
   std::lock_guard lock(mu_);
   TouchLocked(dir);
+  const std::string key(name);
+  DropLookedLocked(dir.value(), key);  // the name now names another inode
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
-  const std::string key(name);
   it->second.unsure.erase(key);
   auto [n, added] = it->second.names.emplace(key, 0);
   if (added) ++total_names_;
@@ -185,9 +196,10 @@ void DirNames::Added(InodeId dir, std::string_view name, const Attributes* attr,
 void DirNames::Removed(InodeId dir, std::string_view name) {
   std::lock_guard lock(mu_);
   TouchLocked(dir);
+  const std::string key(name);
+  DropLookedLocked(dir.value(), key);
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
-  const std::string key(name);
   it->second.unsure.erase(key);
   auto n = it->second.names.find(key);
   if (n == it->second.names.end()) return;
@@ -232,6 +244,7 @@ void DirNames::Changed(InodeId inode, const Change& change, const Attributes& at
     return;
   }
   if (attrs_.size() >= limits_.max_names) return;
+  DropAttrLocked(ino);
   attrs_[ino] = Kept{attr, change.dir, change.name};
 }
 
@@ -244,9 +257,11 @@ void DirNames::Forget(InodeId dir) {
 void DirNames::Recalled(InodeId dir, std::string_view name) {
   std::lock_guard lock(mu_);
   TouchLocked(dir);  // a listing under way may or may not have seen the change
+  const std::string key(name);
+  auto l = looked_.find(std::make_pair(dir.value(), key));
+  if (l != looked_.end()) TouchInodeLocked(l->second);  // drops it and replies in flight
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
-  const std::string key(name);
   auto n = it->second.names.find(key);
   if (n != it->second.names.end() && n->second != 0) TouchInodeLocked(n->second);
   it->second.unsure.insert(key);
@@ -260,6 +275,7 @@ void DirNames::ForgetAll() {
   misses_.clear();
   founds_.clear();
   attrs_.clear();
+  looked_.clear();
   touched_.clear();
   total_names_ = 0;
   ++epoch_;
@@ -280,7 +296,13 @@ size_t DirNames::attrs() {
   return attrs_.size();
 }
 
+size_t DirNames::looked() {
+  std::lock_guard lock(mu_);
+  return looked_.size();
+}
+
 void DirNames::DropLocked(InodeId dir) {
+  DropLookedDirLocked(dir.value());
   auto it = lists_.find(dir.value());
   if (it == lists_.end()) return;
   for (const auto& [name, ino] : it->second.names) {
@@ -307,7 +329,59 @@ void DirNames::TouchInodeLocked(uint64_t ino) {
   touched_[ino] = ++touch_seq_;
 }
 
-void DirNames::DropAttrLocked(uint64_t ino) { attrs_.erase(ino); }
+void DirNames::DropAttrLocked(uint64_t ino) {
+  auto a = attrs_.find(ino);
+  if (a == attrs_.end()) return;
+  if (a->second.looked) looked_.erase(std::make_pair(a->second.dir, a->second.name));
+  attrs_.erase(a);
+}
+
+void DirNames::DropLookedLocked(uint64_t dir, const std::string& name) {
+  const auto key = std::make_pair(dir, name);
+  auto l = looked_.find(key);
+  if (l == looked_.end()) return;
+  const uint64_t ino = l->second;
+  looked_.erase(l);
+  auto a = attrs_.find(ino);
+  if (a != attrs_.end() && a->second.looked && a->second.dir == dir && a->second.name == name) {
+    attrs_.erase(a);
+  }
+}
+
+void DirNames::DropLookedDirLocked(uint64_t dir) {
+  auto l = looked_.lower_bound(std::make_pair(dir, std::string()));
+  while (l != looked_.end() && l->first.first == dir) {
+    auto a = attrs_.find(l->second);
+    if (a != attrs_.end() && a->second.looked && a->second.dir == dir) attrs_.erase(a);
+    l = looked_.erase(l);
+  }
+}
+
+void DirNames::KeepLookedLocked(uint64_t dir, const std::string& name, const Attributes& attr,
+                                const Ticket& ticket) {
+  const uint64_t ino = attr.inode.value();
+  auto l = looked_.find(std::make_pair(dir, name));
+  if (l != looked_.end() && l->second != ino) DropAttrLocked(l->second);  // erases l
+  if (!Keepable(attr) || ticket.touch_seq < touch_floor_) return;
+  auto t = touched_.find(ino);
+  if (t != touched_.end() && t->second > ticket.touch_seq) return;  // changed since the ticket
+  auto a = attrs_.find(ino);
+  if (a != attrs_.end() && (a->second.dir != dir || a->second.name != name)) {
+    DropAttrLocked(ino);  // one link, two names known: keep neither (as KeepLocked)
+    return;
+  }
+  if (a == attrs_.end() && attrs_.size() >= limits_.max_names) return;
+  if (looked_.size() >= limits_.max_looked && !looked_.count(std::make_pair(dir, name))) {
+    // Full: start over rather than track which was used last.
+    for (const auto& [key, looked_ino] : looked_) {
+      auto k = attrs_.find(looked_ino);
+      if (k != attrs_.end() && k->second.looked) attrs_.erase(k);
+    }
+    looked_.clear();
+  }
+  attrs_[ino] = Kept{attr, dir, name, /*looked=*/true};
+  looked_[std::make_pair(dir, name)] = ino;
+}
 
 void DirNames::KeepLocked(uint64_t dir, const std::string& name, const Attributes& attr,
                           const Ticket& ticket) {
@@ -318,9 +392,10 @@ void DirNames::KeepLocked(uint64_t dir, const std::string& name, const Attribute
   auto [it, added] = attrs_.try_emplace(attr.inode.value());
   if (!added && (it->second.dir != dir || it->second.name != name)) {
     // One link, two names known: something changed that this client did not see. Keep neither.
-    attrs_.erase(it);
+    DropAttrLocked(attr.inode.value());
     return;
   }
+  if (!added && it->second.looked) looked_.erase(std::make_pair(dir, name));  // listed now
   it->second = Kept{attr, dir, name};
 }
 

@@ -23,6 +23,15 @@
 // the inode (Touched too). A lookup or listing reply is taken only if nothing touched its inodes
 // or directory since its ticket (Begin), so a reply older than a change cannot undo it.
 //
+// Looked-up attributes (docs/design.md "Opens without a round trip"): a lookup the server
+// answered in a directory with no complete list also keeps the found inode's attributes (same
+// rule: one link, not a directory, nothing touched since the ticket, the directory unchanged),
+// indexed by its (directory, name), so an open or GetAttr of a file the kernel just looked up
+// costs no second round trip. They answer CachedAttr only, never a lookup (the directory's other
+// names are not known). This client's own unlink, rename, create over, recall or failed change
+// of that (directory, name) drops them through the index; at most `max_looked` are kept (past
+// it all of them go).
+//
 // The caller checks search permission itself (the mount's default_permissions makes the kernel
 // do it): an answer here does not look at the directory's mode.
 //
@@ -32,12 +41,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "aquifer/client.h"
@@ -56,6 +67,7 @@ class DirNames {
     uint32_t max_listing_after = 1024;   //   after each listing, up to this
     uint32_t first_plus_listing_after = 16;  // lookups the server answered (found) in a
                                              //   directory before it is listed with attributes
+    size_t max_looked = 1 << 14;  // looked-up attributes outside complete lists
   };
   DirNames() : DirNames(Limits{}) {}
   explicit DirNames(Limits limits) : limits_(limits) {}
@@ -142,6 +154,7 @@ class DirNames {
   size_t complete_dirs();
   size_t names();
   size_t attrs();
+  size_t looked();  // looked-up attributes outside complete lists
 
  private:
   struct List {
@@ -150,8 +163,9 @@ class DirNames {
   };
   struct Kept {
     Attributes attr;
-    uint64_t dir = 0;  // the one name of the inode: dir, name (a list holds it)
+    uint64_t dir = 0;  // the one name of the inode: dir, name (a list holds it, or looked_)
     std::string name;
+    bool looked = false;  // kept from a lookup outside a complete list: indexed in looked_
   };
   struct Misses {
     uint32_t count = 0;
@@ -161,6 +175,12 @@ class DirNames {
   void TouchLocked(InodeId dir);
   void TouchInodeLocked(uint64_t ino);
   void DropAttrLocked(uint64_t ino);
+  // Looked-up attributes: drops the one kept for (dir, name), or every one of `dir`.
+  void DropLookedLocked(uint64_t dir, const std::string& name);
+  void DropLookedDirLocked(uint64_t dir);
+  // Keeps `attr`, found by a lookup of `name` in `dir` (no complete list) after `ticket`.
+  void KeepLookedLocked(uint64_t dir, const std::string& name, const Attributes& attr,
+                        const Ticket& ticket);
   // Keeps `attr` for `name` in `dir`'s list if it may be kept and nothing touched it since
   // `ticket`.
   void KeepLocked(uint64_t dir, const std::string& name, const Attributes& attr,
@@ -180,6 +200,7 @@ class DirNames {
   std::unordered_map<uint64_t, Misses> misses_;
   std::unordered_map<uint64_t, Misses> founds_;
   std::unordered_map<uint64_t, Kept> attrs_;
+  std::map<std::pair<uint64_t, std::string>, uint64_t> looked_;  // (dir, name) -> inode
   uint64_t touch_seq_ = 0;
   uint64_t touch_floor_ = 0;  // tickets older than this cannot be checked (touched_ overflowed)
   std::unordered_map<uint64_t, uint64_t> touched_;  // inode -> touch_seq_ of its last Touched

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/rpc/data_client.h"
+#include "client/rpc/recv_buffers.h"
 #include "common/logging.h"
 #include "wire/chunk_wire.h"
 #include "wire/connection.h"
@@ -227,8 +228,9 @@ class WireDataClient final : public DataClient {
       return malformed(std::to_string(reply->data_bytes) + " bytes for a read of " +
                        std::to_string(request.length_bytes));
     }
-    // The one copy of the bytes in the client: from the socket to where the cache keeps them.
-    std::shared_ptr<std::byte[]> buffer(new std::byte[reply->data_bytes]);
+    // The one copy of the bytes in the client: from the socket to where the cache keeps them,
+    // in a recycled buffer whose pages are already there (recv_buffers.h).
+    std::shared_ptr<std::byte[]> buffer = RecvBuffer(reply->data_bytes);
     s = wire::RecvAll(fd, std::span<std::byte>(buffer.get(), reply->data_bytes), deadline);
     if (!s.ok()) return failed(s);
     *reusable = true;

@@ -316,5 +316,89 @@ TEST_F(DirNamesTest, AServerAnswerSettlesAnUnsureNameOnlyIfNothingChangedSinceIt
   EXPECT_EQ(asked, 1);
 }
 
+// A lookup the server answered in a directory with no complete list keeps the file's attributes
+// for the open that follows (docs/design.md "Opens without a round trip"), by (dir, name): this
+// client's own unlink, rename away or over, a recall of the name or inode, a failed change in the
+// directory and a reply older than a change all take them; they never answer a lookup.
+TEST_F(DirNamesTest, ALookupOutsideAListKeepsTheFilesAttributesUntilItsNameOrInodeChanges) {
+  auto look = [&](const char* name, Attributes a) {
+    DirNames::Ticket t = names_.Begin(d_);
+    names_.Answered(d_, name, t, &a);
+  };
+  look("a", File(20, 1, 7));
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_EQ(names_.CachedAttr(InodeId(20))->size_bytes, 7u);
+  EXPECT_EQ(names_.FindEntry(d_, "a").known, Known::kUnknown);  // the other names are not known
+  EXPECT_EQ(names_.looked(), 1u);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20), DirNames::Clock::now() + 5000ms).has_value());
+  // Two links, or a directory: not kept.
+  look("linked", File(21, 2));
+  Attributes sub = File(22);
+  sub.mode = S_IFDIR | 0755;
+  look("sub", sub);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(21)).has_value());
+  EXPECT_FALSE(names_.CachedAttr(InodeId(22)).has_value());
+
+  names_.Removed(d_, "a");  // this client's unlink or rename away
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  names_.Added(d_, "a");  // a rename or create over it
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  names_.Recalled(d_, "a");  // another session's change of the name
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  names_.Touched(InodeId(20));  // a recall of the inode, or this client's change of it
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  names_.Forget(d_);  // a failed change in the directory
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  DirNames::Ticket t = names_.Begin(d_);
+  names_.Answered(d_, "a", t, nullptr);  // gone at the server
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  look("a", File(20));
+  names_.ForgetAll();
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_EQ(names_.looked(), 0u);
+
+  // A reply asked before a change of the inode or the directory is not kept.
+  t = names_.Begin(d_);
+  names_.Touched(InodeId(20));
+  Attributes old = File(20);
+  names_.Answered(d_, "a", t, &old);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  t = names_.Begin(d_);
+  names_.Removed(d_, "b");
+  names_.Answered(d_, "a", t, &old);
+  EXPECT_FALSE(names_.CachedAttr(InodeId(20)).has_value());
+  // A listing of the directory takes over: a plus listing keeps it as listed.
+  look("a", File(20));
+  t = names_.Begin(d_);
+  ASSERT_TRUE(names_.InstallListed(d_, t, std::vector<DirNames::Listed>{{"a", InodeId(20), File(20, 1, 9)}}));
+  EXPECT_EQ(names_.looked(), 0u);
+  ASSERT_TRUE(names_.CachedAttr(InodeId(20)).has_value());
+  EXPECT_EQ(names_.CachedAttr(InodeId(20))->size_bytes, 9u);
+}
+
+TEST(DirNamesLimitsTest, LookedUpAttributesStayWithinTheirLimit) {
+  DirNames::Limits l;
+  l.max_looked = 3;
+  DirNames names(l);
+  names.SetLease(8000ms);
+  names.Heard(DirNames::Clock::now());
+  for (uint64_t i = 1; i <= 10; ++i) {
+    DirNames::Ticket t = names.Begin(InodeId(10));
+    Attributes a;
+    a.inode = InodeId(100 + i);
+    a.mode = S_IFREG | 0644;
+    a.nlink = 1;
+    names.Answered(InodeId(10), "f" + std::to_string(i), t, &a);
+    EXPECT_LE(names.looked(), 3u);
+    EXPECT_LE(names.attrs(), 3u);
+  }
+  EXPECT_TRUE(names.CachedAttr(InodeId(110)).has_value());
+}
+
 }  // namespace
 }  // namespace aquifer::client
