@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     pb::GetAttrRequest req;
     req.set_ino(std::strtoull(argv[4], nullptr, 10));
     pb::AttrResponse resp;
-    const int rc = Report(stub->GetAttr(Context().get(), req, &resp), resp.status());
+    const grpc::Status rpc = stub->GetAttr(Context().get(), req, &resp);
+    const int rc = Report(rpc, resp.status());  // after the call: status() may be replaced
     if (rc == 0) std::printf("ino=%llu\n", static_cast<unsigned long long>(resp.attr().ino()));
     return rc;
   }
@@ -68,7 +69,8 @@ int main(int argc, char** argv) {
     req.set_parent(std::strtoull(argv[4], nullptr, 10));
     req.set_name(argv[5]);
     pb::AttrResponse resp;
-    const int rc = Report(stub->Lookup(Context().get(), req, &resp), resp.status());
+    const grpc::Status rpc = stub->Lookup(Context().get(), req, &resp);
+    const int rc = Report(rpc, resp.status());
     if (rc == 0) std::printf("ino=%llu\n", static_cast<unsigned long long>(resp.attr().ino()));
     return rc;
   }
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
     p->set_stripe_bytes(4096);
     p->set_replicated(true);
     pb::WriteChunkResponse resp;
-    return Report(stub->WriteChunk(Context().get(), req, &resp), resp.status());
+    const grpc::Status rpc = stub->WriteChunk(Context().get(), req, &resp);
+    return Report(rpc, resp.status());
   }
   std::fprintf(stderr, "unknown operation %s\n", op.c_str());
   return 2;

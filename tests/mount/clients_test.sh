@@ -94,7 +94,8 @@ expect_erofs chmod chmod 600 "$RO/datasets/a.bin"
 expect_erofs truncate truncate -s 0 "$RO/datasets/a.bin"
 expect_erofs unlink rm -f "$RO/datasets/a.bin"
 expect_erofs rename mv "$RO/datasets/a.bin" "$RO/datasets/b.bin"
-expect_erofs setxattr setfattr -n user.x -v 1 "$RO/datasets/a.bin"
+expect_erofs setxattr python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.x", b"1")' \
+  "$RO/datasets/a.bin"
 aq_same "$AQ_SCRATCH/v1" "$ADMIN/datasets/a.bin"
 [ ! -e "$ADMIN/new" ] || aq_fail "read-only: new file appeared"
 
