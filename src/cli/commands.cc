@@ -894,6 +894,30 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   sremove->add_option("--grace-ms", grace_ms, "local cluster: SIGTERM -> SIGKILL (10000)");
   add_target(sremove);
 
+  // client add/list/remove (client_admin.h)
+  CLI::App* client = app.add_subcommand(
+      "client", "client credentials and exports (run on the metadata server's host)");
+  client->require_subcommand(1);
+  CLI::App* cadd = client->add_subcommand("add", "make a credential for a mount (-o key=FILE)");
+  cadd->add_option("NAME", inv.client.name, "client name: letters, digits, _ - .")->required();
+  cadd->add_option("--path", inv.client.path, "the subtree it sees as its root (default /)");
+  cadd->add_flag("--read-only", inv.client.read_only, "writes fail with EROFS");
+  cadd->add_flag("--root-squash", inv.client.root_squash, "uid and gid 0 act as nobody (65534)");
+  cadd->add_option("--allow", inv.client.allow, "peer network CIDR, repeatable (default any)");
+  cadd->add_option("--out", inv.client.credential_file,
+                   "credential file to write (0600, never overwritten; default NAME.key)");
+  cadd->add_option("--key", inv.key_file,
+                   "cluster key file (default $AQUIFER_KEY_FILE, or ROOT/cluster.key)");
+  CLI::App* clist = client->add_subcommand("list", "the registered clients and their exports");
+  CLI::App* cremove = client->add_subcommand(
+      "remove", "revoke a client: its mounts fail within seconds");
+  cremove->add_option("NAME", inv.client.name, "client name")->required();
+  for (CLI::App* c : {cadd, clist, cremove}) {
+    c->add_option("--registry", inv.client_registry,
+                  "client registry file (aquifer-meta --clients; default ROOT/clients)");
+    c->add_option("--root", root, "local cluster directory")->default_str(kDefaultClusterRoot);
+  }
+
   // repair wait / rebalance wait
   CLI::App* repair = app.add_subcommand("repair", "repair of lost PG positions");
   repair->require_subcommand(1);
@@ -1049,6 +1073,14 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     inv.root_given = true;
   }
   inv.grace = std::chrono::milliseconds(grace_ms);
+  if (cadd->parsed() || clist->parsed() || cremove->parsed()) {
+    inv.command = cadd->parsed()   ? Command::kClientAdd
+                  : clist->parsed() ? Command::kClientList
+                                    : Command::kClientRemove;
+    if (inv.client_registry.empty()) inv.client_registry = ClientRegistryPath(inv.up.root);
+    if (inv.client.credential_file.empty()) inv.client.credential_file = inv.client.name + ".key";
+    return inv;
+  }
   if (key_new->parsed()) {
     inv.command = Command::kClusterKeyNew;
   } else if (down->parsed()) {
@@ -1107,8 +1139,11 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 std::string VersionText() { return std::string("aquifer ") + AQUIFER_VERSION; }
 
 int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  const bool client_admin = inv.command == Command::kClientAdd ||
+                            inv.command == Command::kClientList ||
+                            inv.command == Command::kClientRemove;
   if (const std::string key = KeyFilePath(inv.key_file);
-      !key.empty() && inv.command != Command::kClusterKeyNew) {
+      !key.empty() && inv.command != Command::kClusterKeyNew && !client_admin) {
     if (Status st = LoadKeyForProcess(key); !st.ok()) return Fail(err, st);
   }
   switch (inv.command) {
@@ -1127,6 +1162,24 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
           << " (mode 0600); copy it to every host of the cluster and name it with --key / "
              "key = in each daemon's config and -o key= on each mount\n";
       return 0;
+    }
+    case Command::kClientAdd: {
+      // The client's key is derived from the cluster key: --key, $AQUIFER_KEY_FILE, else the
+      // local cluster's ROOT/cluster.key.
+      std::string key_path = KeyFilePath(inv.key_file);
+      if (key_path.empty()) key_path = ClusterKeyPath(AbsoluteRoot(inv.up.root));
+      Result<ClusterKey> key = ReadClusterKeyFile(key_path);
+      if (!key.ok()) return Fail(err, key.status());
+      Status st = AddClient(inv.client_registry, *key, inv.client, out);
+      return st.ok() ? 0 : Fail(err, st);
+    }
+    case Command::kClientList: {
+      Status st = ListClients(inv.client_registry, out);
+      return st.ok() ? 0 : Fail(err, st);
+    }
+    case Command::kClientRemove: {
+      Status st = RemoveClient(inv.client_registry, inv.client.name, out);
+      return st.ok() ? 0 : Fail(err, st);
     }
     case Command::kClusterDown: {
       Status st = ClusterDown(inv.up.root, inv.grace, out);

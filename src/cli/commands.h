@@ -12,6 +12,8 @@
 //   aquifer fsck [--repair] [--verbose] [--meta HOST:PORT | --root DIR]
 //   aquifer meta backup DEST [--timeout S] [--meta HOST:PORT | --root DIR]
 //   aquifer meta restore --from BACKUP --meta-dir DIR [--force] [--ino-margin N]
+//   aquifer client add NAME [--path P] [--read-only] [--root-squash] [--allow CIDR]... [--out F]
+//   aquifer client list | client remove NAME          [--registry FILE | --root DIR]
 //   aquifer layout get PATH
 //   aquifer layout set PATH k=4 m=2 unit=1048576
 //   aquifer --version
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "aquifer/status.h"
+#include "cli/client_admin.h"
 #include "cli/local_cluster.h"
 
 namespace aquifer::cli {
@@ -51,6 +54,9 @@ enum class Command {
   kMetaBackup,
   kMetaRestore,
   kClusterKeyNew,  // cluster key new FILE: `path` is the FILE
+  kClientAdd,      // client add NAME: `client`, `client_registry`
+  kClientList,     // client list: `client_registry`
+  kClientRemove,   // client remove NAME: `client.name`, `client_registry`
 };
 
 struct Invocation {
@@ -82,6 +88,8 @@ struct Invocation {
   std::string restore_from;         // meta restore --from
   std::string meta_dir;             // meta restore --meta-dir (aquifer-meta's --db)
   uint64_t ino_margin = 0;          // meta restore --ino-margin (0: by the backup's age)
+  ClientAddRequest client;          // client add/remove: name and (add) its export
+  std::string client_registry;      // client *: --registry, else ROOT/clients
 };
 
 // Parses `args` (without the program name). Errors: kInvalidArgument with CLI11's message

@@ -140,6 +140,9 @@ std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                    "--http-listen", "127.0.0.1:0",
                                    "--http-port-file", PortFile(s, "meta.http")};
   AddKeyFlag(s, &argv);
+  // The client registry (`aquifer client add`); a missing file accepts no client credential.
+  argv.push_back("--clients");
+  argv.push_back(ClientRegistryPath(s.root));
   if (!o.meta_config.empty()) {
     argv.push_back("--config");
     argv.push_back(o.meta_config);
@@ -328,6 +331,10 @@ std::string AbsoluteRoot(const std::string& root) {
 }
 
 std::string ClusterKeyPath(const std::string& root) { return root + "/cluster.key"; }
+
+std::string ClientRegistryPath(const std::string& root) {
+  return AbsoluteRoot(root) + "/clients";
+}
 
 Status UseLocalClusterKey(const std::string& root) {
   const std::string explicit_key = KeyFilePath("");

@@ -90,6 +90,9 @@ std::string ClusterStatePath(const std::string& root);
 // ROOT/cluster.key: the local cluster's key file, made 0600 by ClusterUp when missing and given
 // to its daemons (--key) and its mount (-o key=).
 std::string ClusterKeyPath(const std::string& root);
+// ROOT/clients: the local cluster's client registry (common/client_credential.h), which its
+// aquifer-meta reads (--clients) and `aquifer client add/list/remove` edit.
+std::string ClientRegistryPath(const std::string& root);
 // Sets this process's cluster key (common/cluster_key.h) for its calls to the cluster at ROOT:
 // $AQUIFER_KEY_FILE when set, else ROOT/cluster.key when it exists, else none.
 // Errors: ReadClusterKeyFile's.

@@ -29,6 +29,7 @@
 #include "client_fuse/fuse_uring.h"
 #include "client_fuse/kernel_invalidator.h"
 #include "common/allocator.h"
+#include "common/client_credential.h"
 #include "common/cluster_key.h"
 #include "common/lock_checks.h"
 #include "common/http_endpoint.h"
@@ -216,9 +217,17 @@ int Run(int argc, char** argv) {
   }
   TuneAllocator();
   DisableMutexDeadlockDetection();
-  if (Status key = LoadKeyForProcess(KeyFilePath(opts.key_file)); !key.ok()) {
-    fprintf(stderr, "aquifer-mount: cluster key: %s\n", key.ToString().c_str());
+  bool client_credential = false;
+  if (Status key = LoadKeyOrCredentialForProcess(KeyFilePath(opts.key_file), &client_credential);
+      !key.ok()) {
+    fprintf(stderr, "aquifer-mount: key: %s\n", key.ToString().c_str());
     return 2;
+  }
+  if (client_credential) {
+    // The wires' handshake proves the cluster key itself; a client credential calls over gRPC,
+    // where its token names it (docs/design.md "Client credentials and exports").
+    opts.meta_wire = false;
+    opts.data_wire = false;
   }
 
   // Declared before the daemon so it outlives the client whose recall thread calls it.

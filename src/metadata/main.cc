@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   }
   auto server = MetaRpcServer::Start(service->get(), options->listen, options->rpc_threads,
                                      options->wire == 1,
-                                     static_cast<uint16_t>(options->wire_port));
+                                     static_cast<uint16_t>(options->wire_port), options->clients);
   if (!server.ok()) {
     log->error("start rpc failed: {}", server.status().ToString());
     return 1;

@@ -23,6 +23,9 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--key", &o.key,
               "cluster key file (0600; `aquifer cluster key new FILE` makes one); default "
               "$AQUIFER_KEY_FILE; none: every connection is served (warned)");
+  options.Add("--clients", &o.clients,
+              "client registry file (`aquifer client add` writes it; re-read when it changes); "
+              "empty: no client credential is accepted");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--k", &o.k, "default data units per stripe");
   options.Add("--m", &o.m, "default parity units per stripe");

@@ -18,6 +18,8 @@ struct MetaOptions {
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   std::string key;                     // cluster key file (0600, 64 hex digits); "" =
                                        // $AQUIFER_KEY_FILE, else none: serves anyone
+  std::string clients;                 // client registry file (docs/operations.md "Client
+                                       // credentials"); "" = cluster-key holders only
   uint32_t k = 4;                      // cluster default data units per stripe
   uint32_t m = 2;                      // cluster default parity units per stripe
   uint32_t unit_bytes = 1048576;       // cluster default stripe unit, bytes

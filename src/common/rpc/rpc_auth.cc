@@ -12,12 +12,13 @@ namespace aquifer {
 namespace {
 
 // Set by the server interceptor on a call that passed; a client's own copy is erased first.
+// Its value is "1" for a cluster-key holder, else "c" and the client's identity.
 constexpr char kVerifiedHeader[] = "aq-auth-verified";
 
 class TokenInterceptor final : public grpc::experimental::Interceptor {
  public:
-  TokenInterceptor(const ClusterKey& key, const char* method)
-      : key_(key), method_(method == nullptr ? "" : method) {}
+  TokenInterceptor(const ClusterKey& key, const std::string& client, const char* method)
+      : key_(key), client_(client), method_(method == nullptr ? "" : method) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
@@ -25,6 +26,9 @@ class TokenInterceptor final : public grpc::experimental::Interceptor {
       // Without a token (no random bytes) the server refuses the call: UNAUTHENTICATED.
       if (token.ok()) {
         methods->GetSendInitialMetadata()->emplace(std::string(kTokenHeader), *token);
+        if (!client_.empty()) {
+          methods->GetSendInitialMetadata()->emplace(std::string(kClientHeader), client_);
+        }
       }
     }
     methods->Proceed();
@@ -32,20 +36,23 @@ class TokenInterceptor final : public grpc::experimental::Interceptor {
 
  private:
   const ClusterKey key_;  // a copy: a call may outlive its channel
+  const std::string client_;  // FormatClientIdentity, or "" for a cluster-key holder
   std::string method_;
 };
 
 class TokenInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit TokenInterceptorFactory(const ClusterKey& key) : key_(key) {}
+  TokenInterceptorFactory(const ClusterKey& key, std::string client)
+      : key_(key), client_(std::move(client)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* info) override {
-    return new TokenInterceptor(key_, info->method());
+    return new TokenInterceptor(key_, client_, info->method());
   }
 
  private:
   const ClusterKey key_;  // the interceptors of this channel refer to it
+  const std::string client_;
 };
 
 struct RefusalLog {
@@ -70,15 +77,33 @@ class VerifyInterceptor final : public grpc::experimental::Interceptor {
       if (key_) {
         const auto it = metadata->find(grpc::string_ref(kTokenHeader.data(), kTokenHeader.size()));
         const char* method = info_->method() == nullptr ? "" : info_->method();
-        verdict = it == metadata->end()
-                      ? Status(Code::kPermissionDenied, "no token")
-                      : VerifyToken(*key_, method,
-                                    std::string_view(it->second.data(), it->second.size()),
-                                    std::chrono::system_clock::now());
+        // A client credential's token is checked with the key derived from the identity it
+        // names (client_credential.h), so a forged identity fails the MAC.
+        const auto client =
+            metadata->find(grpc::string_ref(kClientHeader.data(), kClientHeader.size()));
+        ClusterKey key = *key_;
+        if (client != metadata->end()) {
+          Result<ClientIdentity> who = ParseClientIdentity(
+              std::string_view(client->second.data(), client->second.size()));
+          if (who.ok()) {
+            key = DeriveClientKey(*key_, *who);
+            verified_ = "c" + FormatClientIdentity(*who);
+          } else {
+            verdict = Status(Code::kPermissionDenied, "malformed client identity");
+          }
+        }
+        if (verdict.ok()) {
+          verdict = it == metadata->end()
+                        ? Status(Code::kPermissionDenied, "no token")
+                        : VerifyToken(key, method,
+                                      std::string_view(it->second.data(), it->second.size()),
+                                      std::chrono::system_clock::now());
+        }
         if (!verdict.ok()) LogRefusal(method, verdict.message());
       }
       if (verdict.ok()) {
-        metadata->emplace(grpc::string_ref(kVerifiedHeader), grpc::string_ref("1", 1));
+        metadata->emplace(grpc::string_ref(kVerifiedHeader),
+                          grpc::string_ref(verified_.data(), verified_.size()));
       }
     }
     methods->Proceed();
@@ -101,6 +126,7 @@ class VerifyInterceptor final : public grpc::experimental::Interceptor {
   const std::optional<ClusterKey>& key_;
   RefusalLog& log_;
   grpc::experimental::ServerRpcInfo* info_;
+  std::string verified_ = "1";  // the verified header's value; lives as long as the call
 };
 
 class VerifyInterceptorFactory final
@@ -131,7 +157,9 @@ std::shared_ptr<grpc::Channel> NewAuthChannel(const std::string& address,
                                               std::optional<ClusterKey> key) {
   if (!key) return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
-  creators.push_back(std::make_unique<TokenInterceptorFactory>(*key));
+  const std::optional<ClientIdentity> who = ProcessClientIdentity();
+  creators.push_back(
+      std::make_unique<TokenInterceptorFactory>(*key, who ? FormatClientIdentity(*who) : ""));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       address, grpc::InsecureChannelCredentials(), args, std::move(creators));
 }
@@ -151,6 +179,19 @@ grpc::Status CheckCallAuth(grpc::ServerContext* ctx) {
   }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "aquifer: no valid cluster-key token on this call");
+}
+
+std::optional<ClientIdentity> CallClient(grpc::ServerContext* ctx) {
+  if (ctx->c_call() == nullptr) return std::nullopt;
+  const auto& metadata = ctx->client_metadata();
+  const auto it = metadata.find(grpc::string_ref(kVerifiedHeader));
+  if (it == metadata.end() || it->second.size() < 1 || it->second.data()[0] != 'c') {
+    return std::nullopt;
+  }
+  Result<ClientIdentity> who =
+      ParseClientIdentity(std::string_view(it->second.data() + 1, it->second.size() - 1));
+  if (!who.ok()) return std::nullopt;  // cannot happen: the interceptor wrote a valid one
+  return *who;
 }
 
 }  // namespace aquifer

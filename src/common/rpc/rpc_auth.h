@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/client_credential.h"
 #include "common/cluster_key.h"
 
 namespace aquifer {
@@ -36,5 +37,14 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAuthIn
 // metadata wire runs the same handlers with a local context, on a connection that passed the
 // wire handshake); else UNAUTHENTICATED, which the handler returns at once. Thread-safe.
 grpc::Status CheckCallAuth(grpc::ServerContext* ctx);
+
+// A client credential's identity rides under this header beside its token (which is then made
+// with the derived key, client_credential.h); a cluster-key holder sends none.
+inline constexpr std::string_view kClientHeader = "aq-client";
+
+// Who made a call that CheckCallAuth passed: the client identity its token proved, or nullopt
+// for a cluster-key holder (and for the wires' local contexts, and servers without a key).
+// Thread-safe.
+std::optional<ClientIdentity> CallClient(grpc::ServerContext* ctx);
 
 }  // namespace aquifer

@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/rpc/rpc_auth.h"
 #include "common/rpc/rpc_metrics.h"
+#include "metadata/rpc/client_gate.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
 #include "wire/meta_wire.h"
@@ -143,9 +144,30 @@ LockArgs FromPb(const pb::LockRequest& r) {
 
 RequestTag TagOf(const pb::RequestTag& t) { return RequestTag{t.session(), t.id()}; }
 
+// The request a handler was given, for ClientGate::Admit to confine in place before the handler
+// reads it: gRPC's sync server owns the message and hands it to this one handler only.
+template <class Req>
+Req* Mutable(const Req* req) {
+  return const_cast<Req*>(req);
+}
+
+// What an open asks for: a write when it may change data (write access or O_TRUNC).
+ClientAccess OpenAccess(uint32_t flags) {
+  const uint32_t acc = flags & O_ACCMODE;
+  return acc != O_RDONLY || (flags & O_TRUNC) != 0 ? ClientAccess::kWrite : ClientAccess::kRead;
+}
+
+// The answer to a call ClientGate refused: its status in the reply, as handlers answer errors.
+template <class Resp>
+grpc::Status Refuse(const ClientGate::Call& call, Resp* resp) {
+  SetStatus(resp->mutable_status(), call.status());
+  return grpc::Status::OK;
+}
+
 class ServiceImpl final : public pb::MetaService::Service {
  public:
-  explicit ServiceImpl(MetadataService* svc) : svc_(svc) {}
+  ServiceImpl(MetadataService* svc, std::string client_registry)
+      : svc_(svc), gate_(svc, std::move(client_registry)) {}
 
   // One tagged change as a handler runs it (docs/design.md "Metadata server restarts"). It
   // waits while a twin of the same (session, id) still runs here (the client's deadline passed
@@ -214,6 +236,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Lookup(grpc::ServerContext* ctx, const pb::LookupRequest* req,
                       pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
                           SessionId(req->session())),
              resp);
@@ -222,12 +246,16 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status GetAttr(grpc::ServerContext* ctx, const pb::GetAttrRequest* req,
                        pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     FillAttr(svc_->GetAttr(InodeId(req->ino()), SessionId(req->session())), resp);
     return grpc::Status::OK;
   }
   grpc::Status SetAttr(grpc::ServerContext* ctx, const pb::SetAttrRequest* req,
                        pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     const SetAttrArgs a = FromPb(*req);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
@@ -257,6 +285,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Create(grpc::ServerContext* ctx, const pb::CreateRequest* req,
                       pb::CreateResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     CreateArgs a;
     a.parent = InodeId(req->parent());
     a.name = req->name();
@@ -292,6 +322,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Mkdir(grpc::ServerContext* ctx, const pb::MkdirRequest* req,
                      pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -308,6 +340,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Symlink(grpc::ServerContext* ctx, const pb::SymlinkRequest* req,
                        pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -325,6 +359,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Link(grpc::ServerContext* ctx, const pb::LinkRequest* req,
                     pb::AttrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller()),
@@ -342,6 +378,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Unlink(grpc::ServerContext* ctx, const pb::RemoveRequest* req,
                       pb::RemoveResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -356,6 +394,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Rmdir(grpc::ServerContext* ctx, const pb::RemoveRequest* req,
                      pb::RemoveResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -370,6 +410,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Rename(grpc::ServerContext* ctx, const pb::RenameRequest* req,
                       pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -390,6 +432,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Readlink(grpc::ServerContext* ctx, const pb::ReadlinkRequest* req,
                         pb::ReadlinkResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->Readlink(InodeId(req->ino()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) resp->set_target(*r);
@@ -398,6 +442,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status ReadDir(grpc::ServerContext* ctx, const pb::ReadDirRequest* req,
                        pb::ReadDirResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     bool eof = false;
     auto r = svc_->ReadDir(InodeId(req->ino()), req->cookie(), req->max_entries(), req->plus(),
                            FromPb(req->caller()), &eof, SessionId(req->session()));
@@ -417,6 +463,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status GetXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->GetXattr(InodeId(req->ino()), req->name(), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) resp->set_value(*r);
@@ -425,6 +473,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status SetXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                         pb::XattrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -438,6 +488,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status ListXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                          pb::XattrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->ListXattr(InodeId(req->ino()), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -448,6 +500,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status RemoveXattr(grpc::ServerContext* ctx, const pb::XattrRequest* req,
                            pb::XattrResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -460,6 +514,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status StatFs(grpc::ServerContext* ctx, const pb::StatFsRequest*,
                       pb::StatFsResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, nullptr, resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->StatFs();
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -495,6 +551,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Open(grpc::ServerContext* ctx, const pb::OpenRequest* req,
                     pb::OpenResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, OpenAccess(req->flags()), Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
@@ -508,6 +566,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req,
                        pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -520,6 +580,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status ReleaseBatch(grpc::ServerContext* ctx, const pb::ReleaseBatchRequest* req,
                             pb::ReleaseBatchResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     if (req->items_size() > static_cast<int>(kMaxReleaseBatchItems)) {
       SetStatus(resp->mutable_status(),
                 InvalidArgument("release batch of " + std::to_string(req->items_size()) +
@@ -547,6 +609,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Commit(grpc::ServerContext* ctx, const pb::CommitRequest* req,
                       pb::CommitResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     CommitArgs a;
     a.ino = InodeId(req->ino());
     a.session = SessionId(req->session());
@@ -602,6 +666,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status OpenSession(grpc::ServerContext* ctx, const pb::OpenSessionRequest* req,
                            pb::OpenSessionResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->OpenSession(req->client_name(), req->cache_leases());
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -616,6 +682,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status KeepAlive(grpc::ServerContext* ctx, const pb::SessionRequest* req,
                          pb::KeepAliveResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     SetStatus(resp->mutable_status(), svc_->KeepAlive(SessionId(req->session())));
     resp->set_wire_port(wire_port_);
     resp->set_wire_instance(wire_instance_);
@@ -624,12 +692,16 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status CloseSession(grpc::ServerContext* ctx, const pb::SessionRequest* req,
                             pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     SetStatus(resp->mutable_status(), svc_->CloseSession(SessionId(req->session())));
     return grpc::Status::OK;
   }
   grpc::Status AcquireLease(grpc::ServerContext* ctx, const pb::LeaseRequest* req,
                             pb::OpenResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
@@ -641,6 +713,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status ReturnLease(grpc::ServerContext* ctx, const pb::LeaseRequest* req,
                            pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     SetStatus(resp->mutable_status(),
               call.applied() ? OkStatus()
@@ -652,6 +726,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status WaitRecall(grpc::ServerContext* ctx, const pb::WaitRecallRequest* req,
                           pb::WaitRecallResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     return AnswerWaitRecall(*req, std::chrono::milliseconds(0), resp);
   }
   grpc::Status WaitRecallOnWire(grpc::ServerContext*, const pb::WaitRecallRequest* req,
@@ -681,6 +757,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status SetLock(grpc::ServerContext* ctx, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -692,6 +770,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status GetLock(grpc::ServerContext* ctx, const pb::LockRequest* req,
                        pb::LockResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     auto r = svc_->GetLock(FromPb(*req));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -705,6 +785,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status RegisterServer(grpc::ServerContext* ctx, const pb::RegisterServerRequest* req,
                               pb::RegisterServerResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     ServerRegistration reg;
     reg.address = req->address();
     reg.failure_domain = req->failure_domain();
@@ -724,6 +806,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
                          pb::HeartbeatResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     HeartbeatArgs a;
     a.server = ServerId(req->server_id());
     a.capacity_bytes = req->capacity_bytes();
@@ -770,6 +854,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status GetClusterMap(grpc::ServerContext* ctx, const pb::ClusterMapRequest*,
                              pb::ClusterMapResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kSession, nullptr, resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     ClusterMap map = svc_->GetClusterMap();
     SetStatus(resp->mutable_status(), OkStatus());
     resp->set_version(map.version);
@@ -810,6 +896,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Backup(grpc::ServerContext* ctx, const pb::BackupRequest* req,
                       pb::BackupResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     // The path is checked by the core (length, NUL, absolute, components): it crosses a process
     // boundary and names a place on this host.
     Result<BackupResult> r = svc_->Backup(req->dest_dir());
@@ -827,6 +915,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status GetActivity(grpc::ServerContext* ctx, const pb::GetActivityRequest* req,
                            pb::GetActivityResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     const uint32_t asked = req->max_events();
     if (asked > kEventLogCapacity) {
       SetStatus(resp->mutable_status(),
@@ -857,30 +947,40 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status Sync(grpc::ServerContext* ctx, const pb::SyncRequest*,
                     pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, nullptr, resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     SetStatus(resp->mutable_status(), svc_->Sync());
     return grpc::Status::OK;
   }
   grpc::Status DrainServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                            pb::ServerAdminResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     FillAdmin(svc_->DrainServer(ServerId(req->server_id())), resp);
     return grpc::Status::OK;
   }
   grpc::Status UndrainServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                              pb::ServerAdminResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     FillAdmin(svc_->UndrainServer(ServerId(req->server_id())), resp);
     return grpc::Status::OK;
   }
   grpc::Status RemoveServer(grpc::ServerContext* ctx, const pb::ServerAdminRequest* req,
                             pb::ServerAdminResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     FillAdmin(svc_->RemoveServer(ServerId(req->server_id()), req->force()), resp);
     return grpc::Status::OK;
   }
   grpc::Status GetMoves(grpc::ServerContext* ctx, const pb::GetMovesRequest*,
                         pb::GetMovesResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, nullptr, resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     MovesReport r = svc_->GetMoves();
     SetStatus(resp->mutable_status(), OkStatus());
     for (const MoveInfo& m : r.moves) {
@@ -928,6 +1028,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status ReportLost(grpc::ServerContext* ctx, const pb::ReportLostRequest* req,
                           pb::ReportLostResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     if (req->stripes_size() > static_cast<int>(Inode::kMaxLostStripesRecorded)) {
       SetStatus(resp->mutable_status(), InvalidArgument("report lost: more than 1024 stripes"));
       return grpc::Status::OK;
@@ -941,6 +1043,8 @@ class ServiceImpl final : public pb::MetaService::Service {
   grpc::Status SetRebalance(grpc::ServerContext* ctx, const pb::SetRebalanceRequest* req,
                             pb::StatusResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
     RebalanceKnobs k;
     k.max_concurrent_moves = req->max_concurrent_moves();
     k.move_rate_mib = req->move_rate_mib();
@@ -951,6 +1055,7 @@ class ServiceImpl final : public pb::MetaService::Service {
 
  private:
   MetadataService* svc_;
+  ClientGate gate_;  // client credentials: checks and confines each call before its handler
   // Tagged changes running now, by (session, id) (TaggedCall).
   std::mutex running_mu_;
   std::condition_variable running_cv_;
@@ -1087,10 +1192,11 @@ struct MetaRpcServer::Impl {
 Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* service,
                                                             const std::string& listen,
                                                             uint32_t threads, bool wire,
-                                                            uint16_t wire_port) {
+                                                            uint16_t wire_port,
+                                                            const std::string& client_registry) {
   std::unique_ptr<MetaRpcServer> out(new MetaRpcServer());
   out->impl_ = std::make_unique<Impl>();
-  out->impl_->service = std::make_unique<ServiceImpl>(service);
+  out->impl_->service = std::make_unique<ServiceImpl>(service, client_registry);
   if (wire) {
     // On the gRPC address's host; clients learn the port from OpenSession.
     std::string host = listen.substr(0, listen.rfind(':'));

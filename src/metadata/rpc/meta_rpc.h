@@ -15,12 +15,15 @@ class MetaRpcServer {
   // Starts serving `service` (not owned; must outlive the server) at `listen` ("HOST:PORT", port
   // 0 = kernel chooses) with at most `threads` gRPC request threads, and, with `wire`, the
   // metadata wire (src/wire/meta_wire.h; one thread per connection) on listen's host at
-  // `wire_port` (0 = kernel chooses; OpenSession tells clients the port). Errors: kUnavailable
-  // when an address cannot be bound.
+  // `wire_port` (0 = kernel chooses; OpenSession tells clients the port). `client_registry` is
+  // the file of client credentials and exports (rpc/client_gate.h; "" = no client credential
+  // is accepted, cluster-key holders only). Errors: kUnavailable when an address cannot be
+  // bound.
   static Result<std::unique_ptr<MetaRpcServer>> Start(MetadataService* service,
                                                       const std::string& listen,
                                                       uint32_t threads, bool wire = true,
-                                                      uint16_t wire_port = 0);
+                                                      uint16_t wire_port = 0,
+                                                      const std::string& client_registry = "");
   ~MetaRpcServer();
 
   // The bound "HOST:PORT".

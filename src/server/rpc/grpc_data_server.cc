@@ -85,6 +85,13 @@ class DataServiceImpl final : public rpc::DataService::Service {
   grpc::Status WriteChunk(grpc::ServerContext* ctx, const rpc::WriteChunkRequest* req,
                           rpc::WriteChunkResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    // A client credential's access is bound into its key (client_credential.h), so a read-only
+    // client cannot write a chunk here even though the data server holds no registry.
+    if (const std::optional<ClientIdentity> who = CallClient(ctx); who && who->read_only) {
+      return Reply(Status(Code::kPermissionDenied,
+                          "client " + who->name + " has a read-only credential"),
+                   resp);
+    }
     const auto start = std::chrono::steady_clock::now();
     Status outcome = [&] {
       Result<ChunkId> id = FromRpc(req->key());
@@ -163,6 +170,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
   grpc::Status DeleteChunks(grpc::ServerContext* ctx, const rpc::DeleteChunksRequest* req,
                             rpc::DeleteChunksResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    if (const std::optional<ClientIdentity> who = CallClient(ctx); who) {
+      return Reply(Status(Code::kPermissionDenied,
+                          "client " + who->name + ": DeleteChunks needs the cluster key"),
+                   resp);
+    }
     uint64_t deleted = 0;
     for (const rpc::DeleteRange& r : req->ranges()) {
       if (r.ino() == 0) return Reply(InvalidArgument("inode 0 is never valid"), resp);
@@ -186,6 +198,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
   grpc::Status ListChunks(grpc::ServerContext* ctx, const rpc::ListChunksRequest* req,
                           rpc::ListChunksResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    if (const std::optional<ClientIdentity> who = CallClient(ctx); who) {
+      return Reply(Status(Code::kPermissionDenied,
+                          "client " + who->name + ": ListChunks needs the cluster key"),
+                   resp);
+    }
     const uint32_t limit =
         req->limit() == 0 ? kDefaultListLimit : std::min(req->limit(), kMaxListLimit);
     const ChunkId after{InodeId(req->after().ino()), req->after().stripe(),

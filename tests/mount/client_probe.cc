@@ -1,0 +1,98 @@
+// aquifer_client_probe: one raw gRPC call made with a key file (cluster key or client
+// credential), for tests/mount/clients_test.sh to try what a mount never sends: an inode number
+// guessed from outside an export, a ".." lookup from an export's root, a chunk write straight to
+// a data server. Prints "code=N message=..." (N: aquifer::Code, or 100 + the gRPC status code
+// when the call itself failed) and exits 0 when the call succeeded, 1 when it was refused, 2 on
+// bad usage.
+//
+//   aquifer_client_probe KEYFILE META_ADDR getattr INO
+//   aquifer_client_probe KEYFILE META_ADDR lookup PARENT NAME
+//   aquifer_client_probe KEYFILE DATA_ADDR writechunk INO
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "common/client_credential.h"
+#include "common/rpc/rpc_auth.h"
+#include "data.grpc.pb.h"
+#include "meta.grpc.pb.h"
+
+namespace {
+
+namespace pb = aquifer::rpc;
+
+int Report(const grpc::Status& rpc, const pb::RpcStatus& status) {
+  if (!rpc.ok()) {
+    std::printf("code=%d message=%s\n", 100 + static_cast<int>(rpc.error_code()),
+                rpc.error_message().c_str());
+    return 1;
+  }
+  std::printf("code=%d message=%s\n", status.code(), status.message().c_str());
+  return status.code() == 0 ? 0 : 1;
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  return ctx;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s KEYFILE ADDR getattr INO | lookup PARENT NAME | "
+                         "writechunk INO\n", argv[0]);
+    return 2;
+  }
+  bool is_client = false;
+  if (aquifer::Status st = aquifer::LoadKeyOrCredentialForProcess(argv[1], &is_client);
+      !st.ok()) {
+    std::fprintf(stderr, "key: %s\n", st.ToString().c_str());
+    return 2;
+  }
+  const std::string op = argv[3];
+  auto channel = aquifer::NewAuthChannel(argv[2]);
+  if (op == "getattr") {
+    auto stub = pb::MetaService::NewStub(channel);
+    pb::GetAttrRequest req;
+    req.set_ino(std::strtoull(argv[4], nullptr, 10));
+    pb::AttrResponse resp;
+    const grpc::Status rpc = stub->GetAttr(Context().get(), req, &resp);
+    const int rc = Report(rpc, resp.status());  // after the call: status() may be replaced
+    if (rc == 0) std::printf("ino=%llu\n", static_cast<unsigned long long>(resp.attr().ino()));
+    return rc;
+  }
+  if (op == "lookup" && argc == 6) {
+    auto stub = pb::MetaService::NewStub(channel);
+    pb::LookupRequest req;
+    req.set_parent(std::strtoull(argv[4], nullptr, 10));
+    req.set_name(argv[5]);
+    pb::AttrResponse resp;
+    const grpc::Status rpc = stub->Lookup(Context().get(), req, &resp);
+    const int rc = Report(rpc, resp.status());
+    if (rc == 0) std::printf("ino=%llu\n", static_cast<unsigned long long>(resp.attr().ino()));
+    return rc;
+  }
+  if (op == "writechunk") {
+    auto stub = pb::DataService::NewStub(channel);
+    pb::WriteChunkRequest req;
+    req.mutable_key()->set_ino(std::strtoull(argv[4], nullptr, 10));
+    req.mutable_key()->set_stripe(0);
+    req.mutable_key()->set_position(0);
+    req.set_version(1ULL << 40);  // far above any version the test's files reached
+    req.set_data(std::string(4096, 'X'));
+    pb::ChunkPlacement* p = req.mutable_placement();
+    p->set_pg_width(6);
+    p->set_k(4);
+    p->set_m(2);
+    p->set_unit_bytes(1048576);
+    p->set_stripe_bytes(4096);
+    p->set_replicated(true);
+    pb::WriteChunkResponse resp;
+    const grpc::Status rpc = stub->WriteChunk(Context().get(), req, &resp);
+    return Report(rpc, resp.status());
+  }
+  std::fprintf(stderr, "unknown operation %s\n", op.c_str());
+  return 2;
+}
