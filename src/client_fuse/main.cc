@@ -298,7 +298,10 @@ int Run(int argc, char** argv) {
     }
   };
   client_options.cache_leases = opts.cache_leases;
-  client_options.lazy_opens = opts.lazy_opens;
+  // A credential's export may squash root, which only the metadata server knows: an open
+  // answered from kept attributes (Client::Impl::OpenLazily lets uid 0 read anything) would let
+  // a squashed root read root's 0600 files. Credential mounts ask the server for every open.
+  client_options.lazy_opens = opts.lazy_opens && !client_credential;
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {

@@ -151,6 +151,13 @@ if [ "$(id -u)" = 0 ]; then
     aq_fail "squashed root wrote root's 0644 file"
   fi
   cat "$SQ/outside/secret" 2>/dev/null && aq_fail "squashed root read root's 0600 file"
+  # Looked up first, so the mount keeps its attributes: the open must still ask the server,
+  # which squashes (an open answered from kept attributes let root read it).
+  echo hidden >"$ADMIN/private0600" && chmod 600 "$ADMIN/private0600"
+  stat "$SQ/private0600" >/dev/null || aq_fail "squashed root: stat of root's file in /"
+  if timeout "$T" cat "$SQ/private0600" 2>/dev/null; then
+    aq_fail "squashed root read root's 0600 file after a lookup"
+  fi
 else
   aq_log "not root: root squash is not exercised"
 fi
