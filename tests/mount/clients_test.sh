@@ -7,7 +7,11 @@
 # (or ".." from its root) answers ENOENT; root squash makes root's files nobody's; --allow refuses
 # a peer outside its networks; a removed client's mount fails within a minute, and its old
 # credential stays refused after the name is added again; a data server refuses a chunk write
-# made with a read-only credential (and takes one made with a read-write credential).
+# made with a read-only credential. Chunk capabilities (docs/design.md "Chunk capabilities"): a
+# data server refuses a credential's chunk read or write without a capability, with one for
+# another inode, or with a read capability for a write; the metadata server gives a --path
+# credential none for a file outside its subtree and a read-only one no write capability; a
+# read-write credential's write with its capability is taken; mounts read and write as before.
 source "$(dirname "$0")/lib.sh"
 : "${AQ_CLI_BIN:?set AQ_CLI_BIN to the aquifer binary}"
 : "${AQ_CLIENT_PROBE_BIN:?set AQ_CLIENT_PROBE_BIN to aquifer_client_probe}"
@@ -27,7 +31,12 @@ echo secret >"$ADMIN/outside/secret"
 chmod 600 "$ADMIN/outside/secret"
 echo root-owned >"$ADMIN/rootfile"
 chmod 644 "$ADMIN/rootfile"
+aq_random_file "$ADMIN/outside/big" 9 73  # erasure-coded stripes, outside the subtree
+echo target >"$ADMIN/probe_target"
 SECRET_INO=$(stat -c %i "$ADMIN/outside/secret")
+BIG_INO=$(stat -c %i "$ADMIN/outside/big")
+A_INO=$(stat -c %i "$ADMIN/datasets/a.bin")
+TARGET_INO=$(stat -c %i "$ADMIN/probe_target")
 OUTSIDE_INO=$(stat -c %i "$ADMIN/outside")
 DATASETS_INO=$(stat -c %i "$ADMIN/datasets")
 
@@ -105,8 +114,29 @@ if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$DATA_ADDR" writechunk 987654321
   aq_fail "data server took a chunk write from a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
 fi
 grep -q "code=6 .*read-only" "$AQ_SCRATCH/probe.txt" || aq_fail "chunk write refusal: $(cat "$AQ_SCRATCH/probe.txt")"
-"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk 987654321 >"$AQ_SCRATCH/probe.txt" ||
-  aq_fail "chunk write with a read-write credential: $(cat "$AQ_SCRATCH/probe.txt")"
+# A read-write credential needs a write capability for that inode, from the metadata server.
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "chunk write without a capability: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "code=6 .*no capability" "$AQ_SCRATCH/probe.txt" || aq_fail "capability-less write: $(cat "$AQ_SCRATCH/probe.txt")"
+"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" \
+  "$AQ_META_ADDR" "$TARGET_INO" w >"$AQ_SCRATCH/probe.txt" ||
+  aq_fail "chunk write with a read-write credential and its capability: $(cat "$AQ_SCRATCH/probe.txt")"
+grep -q "^capability bytes=72$" "$AQ_SCRATCH/probe.txt" || aq_fail "capability: $(cat "$AQ_SCRATCH/probe.txt")"
+# A read-only credential gets read capabilities, never a write one, and a read capability does
+# not open a write.
+"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$AQ_META_ADDR" capability "$A_INO" r >"$AQ_SCRATCH/probe.txt" ||
+  aq_fail "read capability for a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$AQ_META_ADDR" capability "$A_INO" w >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "write capability for a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "^capability code=10 " "$AQ_SCRATCH/probe.txt" || aq_fail "ro write capability: $(cat "$AQ_SCRATCH/probe.txt")"
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" \
+  "$AQ_META_ADDR" "$TARGET_INO" r >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "chunk write with a read capability: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "code=6 .*read capability for a write" "$AQ_SCRATCH/probe.txt" ||
+  aq_fail "write with a read capability: $(cat "$AQ_SCRATCH/probe.txt")"
 
 # Subtree: /datasets is the root; nothing outside it by name, by "..", or by inode number.
 SUB=$AQ_SCRATCH/sub_mnt
@@ -137,6 +167,52 @@ grep -q "^ino=1$" "$AQ_SCRATCH/probe.txt" || aq_fail "export root shown as $(cat
 if probe "$AQ_SCRATCH/sub.key" "$AQ_META_ADDR" lookup 1 outside; then
   aq_fail "lookup of /outside from the export root: $(cat "$AQ_SCRATCH/probe.txt")"
 fi
+# Chunks of files outside the subtree, straight from every data server: refused without a
+# capability, with a capability for a file inside (another inode), and the metadata server
+# gives none for the outside file. The cluster key reads the same chunk (the control).
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  addr=$(cat "$port_file")
+  for ino in "$SECRET_INO" "$BIG_INO"; do
+    for op in readchunk writechunk; do
+      if probe "$AQ_SCRATCH/sub.key" "$addr" "$op" "$ino"; then
+        aq_fail "subtree credential: $op of outside inode $ino on $addr: $(cat "$AQ_SCRATCH/probe.txt")"
+      fi
+      grep -q "^code=6 .*no capability" "$AQ_SCRATCH/probe.txt" ||
+        aq_fail "$op $ino on $addr: $(cat "$AQ_SCRATCH/probe.txt")"
+      mode=r
+      [ "$op" = writechunk ] && mode=w
+      if probe "$AQ_SCRATCH/sub.key" "$addr" "$op" "$ino" "$AQ_META_ADDR" "$A_INO" "$mode"; then
+        aq_fail "subtree credential: $op of $ino with a capability for $A_INO: $(cat "$AQ_SCRATCH/probe.txt")"
+      fi
+      grep -q "^code=6 .*capability for inode $A_INO" "$AQ_SCRATCH/probe.txt" ||
+        aq_fail "$op $ino with another inode's capability: $(cat "$AQ_SCRATCH/probe.txt")"
+    done
+  done
+done
+if probe "$AQ_SCRATCH/sub.key" "$AQ_META_ADDR" capability "$SECRET_INO" r; then
+  aq_fail "capability for a file outside the subtree: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "^capability code=1 " "$AQ_SCRATCH/probe.txt" || aq_fail "outside capability: $(cat "$AQ_SCRATCH/probe.txt")"
+# The chunk (stripe 0, position 0) of the 9 MiB file lives on some data server: the cluster key
+# reads it there, so the refusals above were the capability's, not a missing chunk's.
+found=0
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  probe "$AQUIFER_KEY_FILE" "$(cat "$port_file")" readchunk "$BIG_INO" && found=1
+done
+[ "$found" = 1 ] || aq_fail "control: no data server has chunk 0/0 of inode $BIG_INO"
+# Inside the subtree, with its capability, the same read is served.
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  probe "$AQ_SCRATCH/sub.key" "$(cat "$port_file")" readchunk "$A_INO" "$AQ_META_ADDR" "$A_INO" r ||
+    true  # code=1: this server holds no chunk 0/0 of it
+  grep -q "^code=[01] " "$AQ_SCRATCH/probe.txt" ||
+    aq_fail "read of an inside chunk with its capability: $(cat "$AQ_SCRATCH/probe.txt")"
+done
+# Whole files through the subtree mount, erasure-coded and replicated, written and read back.
+aq_random_file "$AQ_SCRATCH/v9" 9 74
+cp "$AQ_SCRATCH/v9" "$SUB/sub/big9" || aq_fail "subtree: write a 9 MiB file"
+aq_same "$AQ_SCRATCH/v9" "$SUB/sub/big9"
+aq_same "$AQ_SCRATCH/v9" "$ADMIN/datasets/sub/big9"
+aq_same "$AQ_SCRATCH/v9" "$RO/datasets/sub/big9"
 
 # Root squash: root acts as nobody.
 SQ=$AQ_SCRATCH/squash_mnt
