@@ -17,7 +17,10 @@ source "$(dirname "$0")/lib.sh"
 : "${AQ_CLIENT_PROBE_BIN:?set AQ_CLIENT_PROBE_BIN to aquifer_client_probe}"
 [ -n "${AQUIFER_KEY_FILE:-}" ] || aq_fail "lib.sh made no cluster key"
 REG=$AQ_SCRATCH/clients
-export AQ_META_FLAGS="--clients $REG ${AQ_META_FLAGS:-}"
+# Capabilities good for 4 s, so mounts renew them many times during the test, and a file held
+# open across several lifetimes is checked below.
+CAP_LIFETIME=4
+export AQ_META_FLAGS="--clients $REG --capability-lifetime-s $CAP_LIFETIME ${AQ_META_FLAGS:-}"
 aq_start_cluster
 DATA_ADDR=$(cat "$AQ_SCRATCH/data0.port")
 
@@ -213,6 +216,35 @@ cp "$AQ_SCRATCH/v9" "$SUB/sub/big9" || aq_fail "subtree: write a 9 MiB file"
 aq_same "$AQ_SCRATCH/v9" "$SUB/sub/big9"
 aq_same "$AQ_SCRATCH/v9" "$ADMIN/datasets/sub/big9"
 aq_same "$AQ_SCRATCH/v9" "$RO/datasets/sub/big9"
+# Files held open for three capability lifetimes keep working: a writer (fsync after each
+# write: chunk writes) on the subtree mount and an O_DIRECT reader on the read-only mount, so
+# every round goes to the data servers with a capability renewed on the way.
+timeout 60 python3 - "$SUB/sub/long" "$RO/datasets/sub/long" "$CAP_LIFETIME" <<'PY' ||
+import mmap, os, sys, time
+wpath, rpath, life = sys.argv[1], sys.argv[2], float(sys.argv[3])
+w = os.open(wpath, os.O_RDWR | os.O_CREAT, 0o644)
+r = None
+rounds, end = 0, time.monotonic() + 3 * life + 1
+while time.monotonic() < end:
+    block = bytes([rounds % 251]) * 4096
+    os.pwrite(w, block, rounds * 4096)
+    os.fsync(w)
+    if os.pread(w, 4096, rounds * 4096) != block:
+        sys.exit("writer read back other bytes in round %d" % rounds)
+    if r is None:
+        r = os.open(rpath, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)  # O_DIRECT wants an aligned buffer
+    os.lseek(r, 0, os.SEEK_SET)
+    n = os.readv(r, [buf])
+    if n != 4096 or buf[:] != bytes([0]) * 4096:
+        sys.exit("reader got %d bytes, other than round 0's, in round %d" % (n, rounds))
+    rounds += 1
+    time.sleep(0.25)
+print("long-open rounds", rounds)
+PY
+  aq_fail "a file held open across capability lifetimes failed"
+refusals=$(cat "$AQ_SCRATCH"/data*.log | grep -c "refused chunk .*client=sub .*expired" || true)
+aq_log "capability renewals: $refusals expired-capability refusals of sub (each retried fresh)"
 
 # Root squash: root acts as nobody.
 SQ=$AQ_SCRATCH/squash_mnt

@@ -530,8 +530,7 @@ class GrpcMetaClient final : public MetaClient {
       if (it != caps_.end()) {
         // A write capability serves reads too.
         for (const HeldCapability* held : {&it->second.write, write ? nullptr : &it->second.read}) {
-          if (held != nullptr && !held->bytes.empty() &&
-              held->expiry_unix_seconds > now_s + kCapabilityRenewMargin.count()) {
+          if (held != nullptr && !held->bytes.empty() && held->renew_at_unix_seconds > now_s) {
             return held->bytes;
           }
         }
@@ -1164,6 +1163,9 @@ class GrpcMetaClient final : public MetaClient {
   struct HeldCapability {
     std::string bytes;
     uint64_t expiry_unix_seconds = 0;
+    // Asked for again from then on: kCapabilityRenewMargin before expiry, or a quarter of its
+    // life when it was handed out with less than four margins (a short --capability-lifetime-s).
+    uint64_t renew_at_unix_seconds = 0;
   };
   struct HeldCapabilities {
     HeldCapability read, write;
@@ -1187,8 +1189,13 @@ class GrpcMetaClient final : public MetaClient {
     HeldCapabilities& held = caps_[cap.inode.value()];
     HeldCapability& slot = cap.mode == CapabilityMode::kWrite ? held.write : held.read;
     if (cap.expiry_unix_seconds < slot.expiry_unix_seconds) return;  // keep the longer-lived
+    const uint64_t now_s = NowUnixSeconds();
+    const uint64_t life = cap.expiry_unix_seconds > now_s ? cap.expiry_unix_seconds - now_s : 0;
+    const uint64_t margin =
+        std::min<uint64_t>(static_cast<uint64_t>(kCapabilityRenewMargin.count()), life / 4);
     slot.bytes = bytes;
     slot.expiry_unix_seconds = cap.expiry_unix_seconds;
+    slot.renew_at_unix_seconds = cap.expiry_unix_seconds - margin;
   }
 
   void RememberDirs(const google::protobuf::RepeatedPtrField<pb::Attr>& attrs) {
