@@ -66,6 +66,8 @@ Status CheckCapability(grpc::ServerContext* ctx, const std::string& capability, 
   Status s = VerifyCapability(DeriveCapabilityKey(*key), capability, InodeId(ino), want,
                               who->id_hex, std::chrono::system_clock::now());
   if (s.ok()) return s;
+  CountChunkOp(want == CapabilityMode::kWrite ? ChunkOp::kWrite : ChunkOp::kRead, ChunkWire::kGrpc,
+               s, 0, 0.0);  // aquifer_data_chunk_requests_total{code="permission_denied"}
   const uint64_t total = capability_refusals.fetch_add(1) + 1;
   static LogLimiter limiter;
   if (uint64_t held = 0; limiter.Allow(&held)) {
