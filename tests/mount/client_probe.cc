@@ -10,6 +10,10 @@
 //   aquifer_client_probe KEYFILE META_ADDR capability INO r|w
 //   aquifer_client_probe KEYFILE DATA_ADDR writechunk INO [META_ADDR CAP_INO r|w]
 //   aquifer_client_probe KEYFILE DATA_ADDR readchunk INO [META_ADDR CAP_INO r|w]
+//   aquifer_client_probe KEYFILE DATA_ADDR wirehandshake
+// wirehandshake connects to the data server's chunk wire (its port from Info) and runs the
+// cluster-key handshake with this key: the chunk wire checks no capabilities because only
+// cluster-key holders get past it.
 // With META_ADDR CAP_INO MODE the chunk call carries the capability GetCapability(CAP_INO,
 // MODE) returned; when that call is refused the probe prints "capability code=N ..." and exits
 // 1 without calling the data server.
@@ -21,6 +25,7 @@
 #include "common/rpc/rpc_auth.h"
 #include "data.grpc.pb.h"
 #include "meta.grpc.pb.h"
+#include "wire/connection.h"
 
 namespace {
 
@@ -62,9 +67,10 @@ int FetchCapability(const std::string& meta, const char* ino, const char* mode,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
+  if (argc < 5 && !(argc == 4 && std::string(argv[3]) == "wirehandshake")) {
     std::fprintf(stderr, "usage: %s KEYFILE ADDR getattr INO | lookup PARENT NAME | "
-                         "writechunk INO\n", argv[0]);
+                         "capability INO r|w | readchunk|writechunk INO [META_ADDR CAP_INO r|w] | "
+                         "wirehandshake\n", argv[0]);
     return 2;
   }
   bool is_client = false;
@@ -106,6 +112,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s KEYFILE DATA_ADDR %s INO [META_ADDR CAP_INO r|w]\n",
                  argv[0], op.c_str());
     return 2;
+  }
+  if (op == "wirehandshake") {
+    auto stub = pb::DataService::NewStub(channel);
+    pb::DataServerInfoResponse info;
+    const grpc::Status rpc = stub->Info(Context().get(), pb::DataServerInfoRequest(), &info);
+    if (!rpc.ok() || info.status().code() != 0 || info.wire_port() == 0) {
+      std::printf("info ");
+      Report(rpc, info.status());
+      return 2;  // no wire to try
+    }
+    const std::string addr = argv[2];
+    aquifer::wire::ConnectionPool pool(addr.substr(0, addr.rfind(':')),
+                                       static_cast<uint16_t>(info.wire_port()),
+                                       info.wire_instance());
+    bool reused = false;
+    aquifer::Result<int> fd =
+        pool.Acquire(std::chrono::steady_clock::now() + std::chrono::seconds(20), &reused);
+    if (!fd.ok()) {
+      std::printf("code=%d message=%s\n", static_cast<int>(fd.status().code()),
+                  fd.status().message().c_str());
+      return 1;
+    }
+    pool.Release(*fd);
+    std::printf("code=0 message=handshake passed\n");
+    return 0;
   }
   if (op == "capability" && argc == 6) {
     std::string cap;

@@ -210,6 +210,16 @@ for port_file in "$AQ_SCRATCH"/data*.port; do
   grep -q "^code=[01] " "$AQ_SCRATCH/probe.txt" ||
     aq_fail "read of an inside chunk with its capability: $(cat "$AQ_SCRATCH/probe.txt")"
 done
+# The chunk wire checks no capabilities: a credential cannot pass its handshake at all (the
+# cluster key can).
+probe "$AQUIFER_KEY_FILE" "$DATA_ADDR" wirehandshake ||
+  aq_fail "control: chunk wire handshake with the cluster key: $(cat "$AQ_SCRATCH/probe.txt")"
+for key in sub rw2 ro; do
+  if probe "$AQ_SCRATCH/$key.key" "$DATA_ADDR" wirehandshake; then
+    aq_fail "credential $key passed the chunk wire handshake: $(cat "$AQ_SCRATCH/probe.txt")"
+  fi
+  grep -q "^code=" "$AQ_SCRATCH/probe.txt" || aq_fail "wire probe $key: $(cat "$AQ_SCRATCH/probe.txt")"
+done
 # Whole files through the subtree mount, erasure-coded and replicated, written and read back.
 aq_random_file "$AQ_SCRATCH/v9" 9 74
 cp "$AQ_SCRATCH/v9" "$SUB/sub/big9" || aq_fail "subtree: write a 9 MiB file"
