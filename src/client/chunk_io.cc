@@ -138,7 +138,12 @@ Result<std::shared_ptr<DataClient>> ChunkIo::ClientFor(ServerId id, const Cluste
   if (!entry->up) return Unavailable("data server " + id.ToString() + " is down");
   std::lock_guard lock(mu_);
   auto& client = clients_[entry->address];
-  if (!client) client = NewDataClient(entry->address, options_.data_wire);
+  if (!client) {
+    client = NewDataClient(entry->address, options_.data_wire,
+                           [meta = meta_](InodeId inode, bool write, bool fresh) {
+                             return meta->Capability(inode, write, fresh);
+                           });
+  }
   return client;
 }
 

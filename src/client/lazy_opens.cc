@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "client/client_impl.h"
+#include "common/client_credential.h"
 #include "common/logging.h"
 
 namespace aquifer {
@@ -27,6 +28,15 @@ bool MayRead(const Attributes& a, const Caller& c) {
   }
   return (bits & 4) != 0;
 }
+
+// Whether the metadata server may judge `c` as another caller than this client does: a client
+// credential's export may squash root (uid, gid and groups 0 become nobody), and only the
+// registry on the metadata host says whether it does. Such a caller's opens go to the server.
+bool MaySquash(const Caller& c) {
+  const bool rootish = c.uid == 0 || c.gid == 0 ||
+                       std::find(c.groups.begin(), c.groups.end(), 0u) != c.groups.end();
+  return rootish && ProcessClientIdentity().has_value();
+}
 }  // namespace
 
 std::optional<Client::Opened> Client::Impl::OpenLazily(InodeId inode, int flags,
@@ -34,7 +44,8 @@ std::optional<Client::Opened> Client::Impl::OpenLazily(InodeId inode, int flags,
   if (!options_.lazy_opens || !cache_leases_on_.load()) return std::nullopt;
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT)) != 0) return std::nullopt;
   std::optional<Attributes> kept = meta_->KeptAttr(inode);
-  if (!kept || !S_ISREG(kept->mode) || kept->nlink == 0 || !MayRead(*kept, caller)) {
+  if (!kept || !S_ISREG(kept->mode) || kept->nlink == 0 || MaySquash(caller) ||
+      !MayRead(*kept, caller)) {
     return std::nullopt;
   }
   Result<Opened> opened = OpenWith(client::OpenReply{*kept, 0}, flags);

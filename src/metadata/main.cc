@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   }
   auto server = MetaRpcServer::Start(service->get(), options->listen, options->rpc_threads,
                                      options->wire == 1,
-                                     static_cast<uint16_t>(options->wire_port), options->clients);
+                                     static_cast<uint16_t>(options->wire_port), options->clients,
+                                     std::chrono::seconds(options->capability_lifetime_s));
   if (!server.ok()) {
     log->error("start rpc failed: {}", server.status().ToString());
     return 1;

@@ -26,6 +26,8 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
   options.Add("--clients", &o.clients,
               "client registry file (`aquifer client add` writes it; re-read when it changes); "
               "empty: no client credential is accepted");
+  options.Add("--capability-lifetime-s", &o.capability_lifetime_s,
+              "chunk capabilities for client credentials are good this long, s (2..600)");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--k", &o.k, "default data units per stripe");
   options.Add("--m", &o.m, "default parity units per stripe");
@@ -73,6 +75,10 @@ Status ValidateMetaOptions(const MetaOptions& o) {
   }
   if (o.heartbeat_timeout_ms < 10) return InvalidArgument("heartbeat-timeout-ms must be >= 10");
   if (o.session_ttl_ms < 10) return InvalidArgument("session-ttl-ms must be >= 10");
+  // Data servers refuse a capability that expires more than 600 s (+ clock skew) ahead.
+  if (o.capability_lifetime_s < 2 || o.capability_lifetime_s > 600) {
+    return InvalidArgument("capability-lifetime-s must be within 2..600");
+  }
   if (o.cache_lease_ms != 0 && (o.cache_lease_ms < 3000 || o.cache_lease_ms > 600000)) {
     return InvalidArgument("cache-lease-ms must be 0 (off) or in 3000..600000");
   }

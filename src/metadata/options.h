@@ -20,6 +20,9 @@ struct MetaOptions {
                                        // $AQUIFER_KEY_FILE, else none: serves anyone
   std::string clients;                 // client registry file (docs/operations.md "Client
                                        // credentials"); "" = cluster-key holders only
+  uint32_t capability_lifetime_s = 600;  // chunk capabilities signed for client credentials
+                                       // stay good this long, s, 2..600 (docs/design.md "Chunk
+                                       // capabilities")
   uint32_t k = 4;                      // cluster default data units per stripe
   uint32_t m = 2;                      // cluster default parity units per stripe
   uint32_t unit_bytes = 1048576;       // cluster default stripe unit, bytes

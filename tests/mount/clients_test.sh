@@ -7,13 +7,20 @@
 # (or ".." from its root) answers ENOENT; root squash makes root's files nobody's; --allow refuses
 # a peer outside its networks; a removed client's mount fails within a minute, and its old
 # credential stays refused after the name is added again; a data server refuses a chunk write
-# made with a read-only credential (and takes one made with a read-write credential).
+# made with a read-only credential. Chunk capabilities (docs/design.md "Chunk capabilities"): a
+# data server refuses a credential's chunk read or write without a capability, with one for
+# another inode, or with a read capability for a write; the metadata server gives a --path
+# credential none for a file outside its subtree and a read-only one no write capability; a
+# read-write credential's write with its capability is taken; mounts read and write as before.
 source "$(dirname "$0")/lib.sh"
 : "${AQ_CLI_BIN:?set AQ_CLI_BIN to the aquifer binary}"
 : "${AQ_CLIENT_PROBE_BIN:?set AQ_CLIENT_PROBE_BIN to aquifer_client_probe}"
 [ -n "${AQUIFER_KEY_FILE:-}" ] || aq_fail "lib.sh made no cluster key"
 REG=$AQ_SCRATCH/clients
-export AQ_META_FLAGS="--clients $REG ${AQ_META_FLAGS:-}"
+# Capabilities good for 4 s, so mounts renew them many times during the test, and a file held
+# open across several lifetimes is checked below.
+CAP_LIFETIME=4
+export AQ_META_FLAGS="--clients $REG --capability-lifetime-s $CAP_LIFETIME ${AQ_META_FLAGS:-}"
 aq_start_cluster
 DATA_ADDR=$(cat "$AQ_SCRATCH/data0.port")
 
@@ -27,7 +34,12 @@ echo secret >"$ADMIN/outside/secret"
 chmod 600 "$ADMIN/outside/secret"
 echo root-owned >"$ADMIN/rootfile"
 chmod 644 "$ADMIN/rootfile"
+aq_random_file "$ADMIN/outside/big" 9 73  # erasure-coded stripes, outside the subtree
+echo target >"$ADMIN/probe_target"
 SECRET_INO=$(stat -c %i "$ADMIN/outside/secret")
+BIG_INO=$(stat -c %i "$ADMIN/outside/big")
+A_INO=$(stat -c %i "$ADMIN/datasets/a.bin")
+TARGET_INO=$(stat -c %i "$ADMIN/probe_target")
 OUTSIDE_INO=$(stat -c %i "$ADMIN/outside")
 DATASETS_INO=$(stat -c %i "$ADMIN/datasets")
 
@@ -105,8 +117,29 @@ if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$DATA_ADDR" writechunk 987654321
   aq_fail "data server took a chunk write from a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
 fi
 grep -q "code=6 .*read-only" "$AQ_SCRATCH/probe.txt" || aq_fail "chunk write refusal: $(cat "$AQ_SCRATCH/probe.txt")"
-"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk 987654321 >"$AQ_SCRATCH/probe.txt" ||
-  aq_fail "chunk write with a read-write credential: $(cat "$AQ_SCRATCH/probe.txt")"
+# A read-write credential needs a write capability for that inode, from the metadata server.
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "chunk write without a capability: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "code=6 .*no capability" "$AQ_SCRATCH/probe.txt" || aq_fail "capability-less write: $(cat "$AQ_SCRATCH/probe.txt")"
+"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" \
+  "$AQ_META_ADDR" "$TARGET_INO" w >"$AQ_SCRATCH/probe.txt" ||
+  aq_fail "chunk write with a read-write credential and its capability: $(cat "$AQ_SCRATCH/probe.txt")"
+grep -q "^capability bytes=72$" "$AQ_SCRATCH/probe.txt" || aq_fail "capability: $(cat "$AQ_SCRATCH/probe.txt")"
+# A read-only credential gets read capabilities, never a write one, and a read capability does
+# not open a write.
+"$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$AQ_META_ADDR" capability "$A_INO" r >"$AQ_SCRATCH/probe.txt" ||
+  aq_fail "read capability for a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/ro.key" "$AQ_META_ADDR" capability "$A_INO" w >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "write capability for a read-only credential: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "^capability code=10 " "$AQ_SCRATCH/probe.txt" || aq_fail "ro write capability: $(cat "$AQ_SCRATCH/probe.txt")"
+if "$AQ_CLIENT_PROBE_BIN" "$AQ_SCRATCH/rw2.key" "$DATA_ADDR" writechunk "$TARGET_INO" \
+  "$AQ_META_ADDR" "$TARGET_INO" r >"$AQ_SCRATCH/probe.txt"; then
+  aq_fail "chunk write with a read capability: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "code=6 .*read capability for a write" "$AQ_SCRATCH/probe.txt" ||
+  aq_fail "write with a read capability: $(cat "$AQ_SCRATCH/probe.txt")"
 
 # Subtree: /datasets is the root; nothing outside it by name, by "..", or by inode number.
 SUB=$AQ_SCRATCH/sub_mnt
@@ -137,6 +170,91 @@ grep -q "^ino=1$" "$AQ_SCRATCH/probe.txt" || aq_fail "export root shown as $(cat
 if probe "$AQ_SCRATCH/sub.key" "$AQ_META_ADDR" lookup 1 outside; then
   aq_fail "lookup of /outside from the export root: $(cat "$AQ_SCRATCH/probe.txt")"
 fi
+# Chunks of files outside the subtree, straight from every data server: refused without a
+# capability, with a capability for a file inside (another inode), and the metadata server
+# gives none for the outside file. The cluster key reads the same chunk (the control).
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  addr=$(cat "$port_file")
+  for ino in "$SECRET_INO" "$BIG_INO"; do
+    for op in readchunk writechunk; do
+      if probe "$AQ_SCRATCH/sub.key" "$addr" "$op" "$ino"; then
+        aq_fail "subtree credential: $op of outside inode $ino on $addr: $(cat "$AQ_SCRATCH/probe.txt")"
+      fi
+      grep -q "^code=6 .*no capability" "$AQ_SCRATCH/probe.txt" ||
+        aq_fail "$op $ino on $addr: $(cat "$AQ_SCRATCH/probe.txt")"
+      mode=r
+      [ "$op" = writechunk ] && mode=w
+      if probe "$AQ_SCRATCH/sub.key" "$addr" "$op" "$ino" "$AQ_META_ADDR" "$A_INO" "$mode"; then
+        aq_fail "subtree credential: $op of $ino with a capability for $A_INO: $(cat "$AQ_SCRATCH/probe.txt")"
+      fi
+      grep -q "^code=6 .*capability for inode $A_INO" "$AQ_SCRATCH/probe.txt" ||
+        aq_fail "$op $ino with another inode's capability: $(cat "$AQ_SCRATCH/probe.txt")"
+    done
+  done
+done
+if probe "$AQ_SCRATCH/sub.key" "$AQ_META_ADDR" capability "$SECRET_INO" r; then
+  aq_fail "capability for a file outside the subtree: $(cat "$AQ_SCRATCH/probe.txt")"
+fi
+grep -q "^capability code=1 " "$AQ_SCRATCH/probe.txt" || aq_fail "outside capability: $(cat "$AQ_SCRATCH/probe.txt")"
+# The chunk (stripe 0, position 0) of the 9 MiB file lives on some data server: the cluster key
+# reads it there, so the refusals above were the capability's, not a missing chunk's.
+found=0
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  probe "$AQUIFER_KEY_FILE" "$(cat "$port_file")" readchunk "$BIG_INO" && found=1
+done
+[ "$found" = 1 ] || aq_fail "control: no data server has chunk 0/0 of inode $BIG_INO"
+# Inside the subtree, with its capability, the same read is served.
+for port_file in "$AQ_SCRATCH"/data*.port; do
+  probe "$AQ_SCRATCH/sub.key" "$(cat "$port_file")" readchunk "$A_INO" "$AQ_META_ADDR" "$A_INO" r ||
+    true  # code=1: this server holds no chunk 0/0 of it
+  grep -q "^code=[01] " "$AQ_SCRATCH/probe.txt" ||
+    aq_fail "read of an inside chunk with its capability: $(cat "$AQ_SCRATCH/probe.txt")"
+done
+# The chunk wire checks no capabilities: a credential cannot pass its handshake at all (the
+# cluster key can).
+probe "$AQUIFER_KEY_FILE" "$DATA_ADDR" wirehandshake ||
+  aq_fail "control: chunk wire handshake with the cluster key: $(cat "$AQ_SCRATCH/probe.txt")"
+for key in sub rw2 ro; do
+  if probe "$AQ_SCRATCH/$key.key" "$DATA_ADDR" wirehandshake; then
+    aq_fail "credential $key passed the chunk wire handshake: $(cat "$AQ_SCRATCH/probe.txt")"
+  fi
+  grep -q "^code=" "$AQ_SCRATCH/probe.txt" || aq_fail "wire probe $key: $(cat "$AQ_SCRATCH/probe.txt")"
+done
+# Whole files through the subtree mount, erasure-coded and replicated, written and read back.
+aq_random_file "$AQ_SCRATCH/v9" 9 74
+cp "$AQ_SCRATCH/v9" "$SUB/sub/big9" || aq_fail "subtree: write a 9 MiB file"
+aq_same "$AQ_SCRATCH/v9" "$SUB/sub/big9"
+aq_same "$AQ_SCRATCH/v9" "$ADMIN/datasets/sub/big9"
+aq_same "$AQ_SCRATCH/v9" "$RO/datasets/sub/big9"
+# Files held open for three capability lifetimes keep working: a writer (fsync after each
+# write: chunk writes) on the subtree mount and an O_DIRECT reader on the read-only mount, so
+# every round goes to the data servers with a capability renewed on the way.
+timeout 60 python3 - "$SUB/sub/long" "$RO/datasets/sub/long" "$CAP_LIFETIME" <<'PY' ||
+import mmap, os, sys, time
+wpath, rpath, life = sys.argv[1], sys.argv[2], float(sys.argv[3])
+w = os.open(wpath, os.O_RDWR | os.O_CREAT, 0o644)
+r = None
+rounds, end = 0, time.monotonic() + 3 * life + 1
+while time.monotonic() < end:
+    block = bytes([rounds % 251]) * 4096
+    os.pwrite(w, block, rounds * 4096)
+    os.fsync(w)
+    if os.pread(w, 4096, rounds * 4096) != block:
+        sys.exit("writer read back other bytes in round %d" % rounds)
+    if r is None:
+        r = os.open(rpath, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)  # O_DIRECT wants an aligned buffer
+    os.lseek(r, 0, os.SEEK_SET)
+    n = os.readv(r, [buf])
+    if n != 4096 or buf[:] != bytes([0]) * 4096:
+        sys.exit("reader got %d bytes, other than round 0's, in round %d" % (n, rounds))
+    rounds += 1
+    time.sleep(0.25)
+print("long-open rounds", rounds)
+PY
+  aq_fail "a file held open across capability lifetimes failed"
+refusals=$(cat "$AQ_SCRATCH"/data*.log | grep -c "refused chunk .*client=sub .*expired" || true)
+aq_log "capability renewals: $refusals expired-capability refusals of sub (each retried fresh)"
 
 # Root squash: root acts as nobody.
 SQ=$AQ_SCRATCH/squash_mnt

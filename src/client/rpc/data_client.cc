@@ -71,7 +71,8 @@ grpc::ByteBuffer WriteChunkBuffer(const pb::WriteChunkRequest& head,
 
 class GrpcDataClient final : public DataClient {
  public:
-  explicit GrpcDataClient(const std::string& address) : address_(address) {
+  GrpcDataClient(const std::string& address, CapabilitySource capabilities)
+      : address_(address), capabilities_(std::move(capabilities)) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
     args.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
@@ -86,7 +87,27 @@ class GrpcDataClient final : public DataClient {
   Status WriteChunk(const ChunkId& id, uint64_t version, uint64_t committed_version,
                     std::span<const std::byte> data, bool sync, const ChunkPlacement& placement,
                     std::chrono::steady_clock::time_point deadline) override {
+    Status s = WriteChunkOnce(id, version, committed_version, data, sync, placement, deadline,
+                              /*fresh=*/false);
+    // A capability refused by the data server (expired on its clock, or the credential was
+    // re-checked): take a fresh one from the metadata server and try once more.
+    if (IsCapabilityRefusal(s)) {
+      s = WriteChunkOnce(id, version, committed_version, data, sync, placement, deadline,
+                         /*fresh=*/true);
+    }
+    return s;
+  }
+
+  Status WriteChunkOnce(const ChunkId& id, uint64_t version, uint64_t committed_version,
+                        std::span<const std::byte> data, bool sync,
+                        const ChunkPlacement& placement,
+                        std::chrono::steady_clock::time_point deadline, bool fresh) {
     pb::WriteChunkRequest req;
+    if (capabilities_) {
+      Result<std::string> cap = capabilities_(id.inode, /*write=*/true, fresh);
+      if (!cap.ok()) return cap.status();
+      req.set_capability(std::move(*cap));
+    }
     ToPb(id, req.mutable_key());
     pb::ChunkPlacement* p = req.mutable_placement();
     p->set_pg_width(placement.pg_width);
@@ -119,8 +140,24 @@ class GrpcDataClient final : public DataClient {
   Result<ChunkData> ReadChunk(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
                               uint64_t length_bytes,
                               std::chrono::steady_clock::time_point deadline) override {
+    Result<ChunkData> r =
+        ReadChunkOnce(id, max_version, offset_bytes, length_bytes, deadline, /*fresh=*/false);
+    if (!r.ok() && IsCapabilityRefusal(r.status())) {
+      r = ReadChunkOnce(id, max_version, offset_bytes, length_bytes, deadline, /*fresh=*/true);
+    }
+    return r;
+  }
+
+  Result<ChunkData> ReadChunkOnce(const ChunkId& id, uint64_t max_version, uint64_t offset_bytes,
+                                  uint64_t length_bytes,
+                                  std::chrono::steady_clock::time_point deadline, bool fresh) {
     pb::ReadChunkRequest req;
     ToPb(id, req.mutable_key());
+    if (capabilities_) {
+      Result<std::string> cap = capabilities_(id.inode, /*write=*/false, fresh);
+      if (!cap.ok()) return cap.status();
+      req.set_capability(std::move(*cap));
+    }
     req.set_max_version(max_version);
     req.set_offset(offset_bytes);
     req.set_length(length_bytes);
@@ -196,7 +233,15 @@ class GrpcDataClient final : public DataClient {
     return transport;
   }
 
+  // The data server's refusal of a chunk call for its capability (grpc_data_server.cc
+  // CheckCapability words it so).
+  bool IsCapabilityRefusal(const Status& s) const {
+    return capabilities_ && s.code() == Code::kPermissionDenied &&
+           s.message().find("capability") != std::string::npos;
+  }
+
   std::string address_;
+  const CapabilitySource capabilities_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::DataService::Stub> stub_;
   std::unique_ptr<grpc::GenericStub> generic_;  // WriteChunk, sent from the caller's buffer
@@ -365,8 +410,9 @@ Result<ChunkData> ParseReadChunkReply(std::vector<std::span<const std::byte>> pi
   return out;
 }
 
-std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address) {
-  return std::make_unique<GrpcDataClient>(address);
+std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address,
+                                              CapabilitySource capabilities) {
+  return std::make_unique<GrpcDataClient>(address, std::move(capabilities));
 }
 
 }  // namespace aquifer::client

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -119,15 +120,26 @@ class DataClient {
   virtual Result<WireEndpoint> GetWireEndpoint(std::chrono::steady_clock::time_point deadline) = 0;
 };
 
+// Where a data client gets the chunk capability (docs/design.md "Chunk capabilities") each
+// ReadChunk (write = false) and WriteChunk (write = true) of `inode` carries: the bytes, or ""
+// when none is needed (the process holds the cluster key). `fresh` asks for one not taken from
+// a cache (after a data server refused the one sent). Errors: the metadata server's (kReadOnly
+// for a write by a read-only credential, kNotFound, kUnavailable); the chunk call then fails
+// with it. Called from any thread. An empty function: no capability is ever sent.
+using CapabilitySource = std::function<Result<std::string>(InodeId inode, bool write, bool fresh)>;
+
 // Connects (lazily) to the data server at `address` ("host:port"), every call over gRPC.
-std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address);
+std::unique_ptr<DataClient> NewGrpcDataClient(const std::string& address,
+                                              CapabilitySource capabilities = {});
 
 // Connects (lazily) to the data server at `address` ("host:port"). With `use_wire`, ReadChunk and
 // WriteChunk go over the chunk wire when the server serves it (learnt with one Info call, asked
 // again after a connection to it fails), else over gRPC; DeleteChunks always goes over gRPC.
 // Errors as DataClient's; a connection that fails mid-call is kUnavailable, and a call on an
 // idle pooled connection that the server had closed is retried once on a new one (both calls
-// are idempotent: a chunk version is written whole or not at all).
-std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire);
+// are idempotent: a chunk version is written whole or not at all). `capabilities` as for
+// NewGrpcDataClient; the chunk wire carries none (only cluster-key holders pass its handshake).
+std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire,
+                                          CapabilitySource capabilities = {});
 
 }  // namespace aquifer::client

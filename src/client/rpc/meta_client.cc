@@ -19,6 +19,8 @@
 
 #include "aquifer/units.h"
 #include "client/rpc/dir_names.h"
+#include "common/capability.h"
+#include "common/client_credential.h"
 #include "common/failpoint.h"
 #include "common/logging.h"
 #include "meta.grpc.pb.h"
@@ -317,6 +319,7 @@ class GrpcMetaClient final : public MetaClient {
       names_.Forget(parent);
       return s;
     }
+    KeepCapability(resp.attr());
     OpenReply reply{FromPb(resp.attr()), resp.write_version()};
     // A new inode's attributes are kept (its writes are the open file's until the commit, which
     // touches them); an existing one's are not (a racing create found it: who knows what else).
@@ -514,7 +517,41 @@ class GrpcMetaClient final : public MetaClient {
     Touching touching(names_, inode, (flags & O_ACCMODE) != O_RDONLY);
     Status s = FromRpc(Call(&pb::MetaService::Stub::Open, req, &resp, ReadOnlyRetry(flags)), &resp);
     if (!s.ok()) return s;
+    KeepCapability(resp.attr());
     return OpenReply{FromPb(resp.attr()), resp.write_version(), resp.unlink_pending()};
+  }
+
+  Result<std::string> Capability(InodeId inode, bool write, bool fresh) override {
+    if (!needs_capabilities_) return std::string();
+    const uint64_t now_s = NowUnixSeconds();
+    if (!fresh) {
+      std::lock_guard lock(caps_mu_);
+      auto it = caps_.find(inode.value());
+      if (it != caps_.end()) {
+        // A write capability serves reads too.
+        for (const HeldCapability* held : {&it->second.write, write ? nullptr : &it->second.read}) {
+          if (held != nullptr && !held->bytes.empty() && held->renew_at_unix_seconds > now_s) {
+            return held->bytes;
+          }
+        }
+      }
+    }
+    pb::CapabilityRequest req;
+    req.set_ino(inode.value());
+    req.set_write(write);
+    pb::CapabilityResponse resp;
+    Status s =
+        FromRpc(Call(&pb::MetaService::Stub::GetCapability, req, &resp, Retry::kYes), &resp);
+    if (!s.ok()) return s;
+    if (resp.capability().empty()) return std::string();  // the server asks for none
+    Result<aquifer::Capability> cap = DecodeCapability(resp.capability());
+    if (!cap.ok() || cap->inode != inode ||
+        (write && cap->mode != CapabilityMode::kWrite)) {
+      return Internal("metadata server sent a capability that does not fit inode " +
+                      inode.ToString());
+    }
+    Remember(*cap, resp.capability());
+    return std::string(resp.capability());
   }
 
   Status Release(InodeId inode, SessionId session, bool was_write) override {
@@ -638,6 +675,7 @@ class GrpcMetaClient final : public MetaClient {
     Touching touching(names_, inode);
     Status s = FromRpc(Call(&pb::MetaService::Stub::AcquireLease, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) return s;
+    KeepCapability(resp.attr());
     return OpenReply{FromPb(resp.attr()), resp.write_version()};
   }
   Status ReturnLease(InodeId inode, SessionId session) override {
@@ -1060,6 +1098,7 @@ class GrpcMetaClient final : public MetaClient {
     Status s = FromRpc(Call(method, req, &resp, retry), &resp);
     if (!s.ok()) return s;
     RememberDirs(resp.dir_attrs());
+    KeepCapability(resp.attr());
     Attributes attr = FromPb(resp.attr());
     RememberDir(attr);
     return attr;
@@ -1116,6 +1155,49 @@ class GrpcMetaClient final : public MetaClient {
       it->second = DirEntryCache{attr, SteadyClock::now()};
     }
   }
+  // Chunk capabilities handed to this client credential (docs/design.md "Chunk capabilities"),
+  // per inode: a read and a write slot, so a read capability from a lookup never hides the
+  // write capability an open gave. At most kMaxHeldCapabilities inodes, then the cache is
+  // cleared (each is asked for again when next needed).
+  static constexpr size_t kMaxHeldCapabilities = 1 << 16;
+  struct HeldCapability {
+    std::string bytes;
+    uint64_t expiry_unix_seconds = 0;
+    // Asked for again from then on: kCapabilityRenewMargin before expiry, or a quarter of its
+    // life when it was handed out with less than four margins (a short --capability-lifetime-s).
+    uint64_t renew_at_unix_seconds = 0;
+  };
+  struct HeldCapabilities {
+    HeldCapability read, write;
+  };
+  static uint64_t NowUnixSeconds() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  }
+  // Keeps the capability a reply's attributes carried, when it has the right shape and names
+  // that inode (a server's bytes are checked before they are trusted even for caching).
+  void KeepCapability(const pb::Attr& a) {
+    if (!needs_capabilities_ || a.capability().empty()) return;
+    Result<aquifer::Capability> cap = DecodeCapability(a.capability());
+    if (!cap.ok() || cap->inode.value() != a.ino()) return;
+    Remember(*cap, a.capability());
+  }
+  void Remember(const aquifer::Capability& cap, const std::string& bytes) {
+    std::lock_guard lock(caps_mu_);
+    if (caps_.size() >= kMaxHeldCapabilities && !caps_.count(cap.inode.value())) caps_.clear();
+    HeldCapabilities& held = caps_[cap.inode.value()];
+    HeldCapability& slot = cap.mode == CapabilityMode::kWrite ? held.write : held.read;
+    if (cap.expiry_unix_seconds < slot.expiry_unix_seconds) return;  // keep the longer-lived
+    const uint64_t now_s = NowUnixSeconds();
+    const uint64_t life = cap.expiry_unix_seconds > now_s ? cap.expiry_unix_seconds - now_s : 0;
+    const uint64_t margin =
+        std::min<uint64_t>(static_cast<uint64_t>(kCapabilityRenewMargin.count()), life / 4);
+    slot.bytes = bytes;
+    slot.expiry_unix_seconds = cap.expiry_unix_seconds;
+    slot.renew_at_unix_seconds = cap.expiry_unix_seconds - margin;
+  }
+
   void RememberDirs(const google::protobuf::RepeatedPtrField<pb::Attr>& attrs) {
     for (const pb::Attr& a : attrs) RememberDir(FromPb(a));
   }
@@ -1285,6 +1367,10 @@ class GrpcMetaClient final : public MetaClient {
   static constexpr uint32_t kListPage = 1024;
   static constexpr size_t kMaxListedNames = 1 << 16;
   DirNames names_;
+  // A client credential's calls need chunk capabilities; a cluster-key holder's do not.
+  const bool needs_capabilities_ = ProcessClientIdentity().has_value();
+  std::mutex caps_mu_;  // guards caps_
+  std::unordered_map<uint64_t, HeldCapabilities> caps_;
   std::atomic<uint64_t> seen_recall_epoch_{0};
 };
 

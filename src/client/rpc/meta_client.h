@@ -94,6 +94,18 @@ class MetaClient {
   virtual Result<OpenReply> Open(InodeId inode, int flags, SessionId session,
                                  const Caller& c) = 0;
   virtual Status Release(InodeId inode, SessionId session, bool was_write) = 0;
+  // The chunk capability (docs/design.md "Chunk capabilities") this client's chunk calls for
+  // `inode` carry: "" when the process holds the cluster key (no capability needed). A client
+  // credential gets one from its cache (filled by the Lookup, GetAttr, Create, Open and
+  // AcquireLease replies that carried one) while it has more than kCapabilityRenewMargin (or a
+  // quarter of the life it was handed out with, if less) left, else (or with `fresh`) from a
+  // GetCapability call: a write capability for `write`, which
+  // also serves reads. Errors: the metadata server's (kReadOnly: a write by a read-only
+  // credential; kNotFound: outside the export or gone; kUnavailable). Thread-safe.
+  virtual Result<std::string> Capability(InodeId inode, bool write, bool fresh) {
+    (void)inode, (void)write, (void)fresh;
+    return std::string();
+  }
   // Several closes of one session, applied in order as if by Release each. `items` holds at most
   // kMaxReleaseBatchItems entries. Returns one status per item, or an error for the whole call
   // (transport, or more items than allowed). This default sends one Release per item.

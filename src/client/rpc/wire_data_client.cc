@@ -259,8 +259,9 @@ class WireDataClient final : public DataClient {
 
 }  // namespace
 
-std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire) {
-  std::unique_ptr<DataClient> grpc = NewGrpcDataClient(address);
+std::unique_ptr<DataClient> NewDataClient(const std::string& address, bool use_wire,
+                                          CapabilitySource capabilities) {
+  std::unique_ptr<DataClient> grpc = NewGrpcDataClient(address, std::move(capabilities));
   if (!use_wire) return grpc;
   return std::make_unique<WireDataClient>(address, std::move(grpc));
 }

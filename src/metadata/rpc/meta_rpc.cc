@@ -1,6 +1,7 @@
 #include "metadata/rpc/meta_rpc.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "aquifer/units.h"
+#include "common/capability.h"
 #include "common/logging.h"
 #include "common/rpc/rpc_auth.h"
 #include "common/rpc/rpc_metrics.h"
@@ -164,10 +166,48 @@ grpc::Status Refuse(const ClientGate::Call& call, Resp* resp) {
   return grpc::Status::OK;
 }
 
+// A chunk capability for the client credential that made this call (docs/design.md "Chunk
+// capabilities"), good for kCapabilityLifetime from now; "" for a cluster-key holder (which
+// needs none), for a server without a key, and for `write` asked by a read-only credential
+// (the gate refused such calls already; this keeps a read-only client from ever holding one).
+std::string CapabilityFor(grpc::ServerContext* ctx, InodeId ino, CapabilityMode mode,
+                          std::chrono::seconds lifetime, uint64_t* expiry_unix_seconds = nullptr) {
+  const std::optional<ClientIdentity> who = CallClient(ctx);
+  if (!who) return "";
+  const std::optional<ClusterKey> key = ProcessClusterKey();
+  if (!key) return "";
+  if (mode == CapabilityMode::kWrite && who->read_only) mode = CapabilityMode::kRead;
+  Result<std::array<std::byte, kClientIdBytes>> id = ClientIdBytes(who->id_hex);
+  if (!id.ok()) return "";  // CallClient parsed it: cannot happen
+  Capability cap;
+  cap.inode = ino;
+  cap.mode = mode;
+  cap.expiry_unix_seconds = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(
+          (std::chrono::system_clock::now() + std::min(lifetime, kCapabilityLifetime))
+              .time_since_epoch())
+          .count());
+  cap.client_id = *id;
+  if (expiry_unix_seconds != nullptr) *expiry_unix_seconds = cap.expiry_unix_seconds;
+  return MintCapability(DeriveCapabilityKey(*key), cap);
+}
+
+// Puts a capability in a successful reply's `attr` when it is a regular file's.
+template <class Resp>
+void GrantCapability(grpc::ServerContext* ctx, Resp* resp, CapabilityMode mode,
+                     std::chrono::seconds lifetime) {
+  if (resp->status().code() != 0 || !resp->has_attr() || !S_ISREG(resp->attr().mode())) return;
+  std::string cap = CapabilityFor(ctx, InodeId(resp->attr().ino()), mode, lifetime);
+  if (!cap.empty()) resp->mutable_attr()->set_capability(std::move(cap));
+}
+
 class ServiceImpl final : public pb::MetaService::Service {
  public:
-  ServiceImpl(MetadataService* svc, std::string client_registry)
-      : svc_(svc), gate_(svc, std::move(client_registry)) {}
+  ServiceImpl(MetadataService* svc, std::string client_registry,
+              std::chrono::seconds capability_lifetime)
+      : svc_(svc),
+        gate_(svc, std::move(client_registry)),
+        capability_lifetime_(capability_lifetime) {}
 
   // One tagged change as a handler runs it (docs/design.md "Metadata server restarts"). It
   // waits while a twin of the same (session, id) still runs here (the client's deadline passed
@@ -241,6 +281,8 @@ class ServiceImpl final : public pb::MetaService::Service {
     FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
                           SessionId(req->session())),
              resp);
+    // Lazy opens read with it.
+    GrantCapability(ctx, resp, CapabilityMode::kRead, capability_lifetime_);
     return grpc::Status::OK;
   }
   grpc::Status GetAttr(grpc::ServerContext* ctx, const pb::GetAttrRequest* req,
@@ -249,6 +291,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
     FillAttr(svc_->GetAttr(InodeId(req->ino()), SessionId(req->session())), resp);
+    GrantCapability(ctx, resp, CapabilityMode::kRead, capability_lifetime_);
     return grpc::Status::OK;
   }
   grpc::Status SetAttr(grpc::ServerContext* ctx, const pb::SetAttrRequest* req,
@@ -306,6 +349,8 @@ class ServiceImpl final : public pb::MetaService::Service {
         ToPb(*made, resp->mutable_attr());
         resp->set_write_version(*version);
       }
+      GrantCapability(ctx, resp, a.open_for_write ? CapabilityMode::kWrite : CapabilityMode::kRead,
+                      capability_lifetime_);
       AddDirAttrs(resp, {a.parent});
       return grpc::Status::OK;
     }
@@ -316,6 +361,8 @@ class ServiceImpl final : public pb::MetaService::Service {
       resp->set_write_version(r->write_version);
       resp->set_created(r->created);
     }
+    GrantCapability(ctx, resp, a.open_for_write ? CapabilityMode::kWrite : CapabilityMode::kRead,
+                    capability_lifetime_);
     AddDirAttrs(resp, {a.parent});
     return grpc::Status::OK;
   }
@@ -561,6 +608,37 @@ class ServiceImpl final : public pb::MetaService::Service {
                  ? ReplayedOpen(ino, session, acc == O_WRONLY || acc == O_RDWR)
                  : svc_->Open(ino, req->flags(), session, FromPb(req->caller())),
              resp);
+    GrantCapability(ctx, resp,
+                    OpenAccess(req->flags()) == ClientAccess::kWrite ? CapabilityMode::kWrite
+                                                                     : CapabilityMode::kRead,
+                    capability_lifetime_);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetCapability(grpc::ServerContext* ctx, const pb::CapabilityRequest* req,
+                             pb::CapabilityResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    // A renewal is a read or a write of the inode, as an open is: the gate keeps it inside the
+    // export and refuses a write capability to a read-only credential (kReadOnly).
+    ClientGate::Call gate = gate_.Admit(
+        ctx, req->write() ? ClientAccess::kWrite : ClientAccess::kRead, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
+    const InodeId ino(req->ino());
+    Result<Inode> attr = svc_->GetAttr(ino);
+    if (!attr.ok()) {
+      SetStatus(resp->mutable_status(), attr.status());
+      return grpc::Status::OK;
+    }
+    if (!S_ISREG(attr->mode)) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("inode " + ino.ToString() + " is not a regular file"));
+      return grpc::Status::OK;
+    }
+    uint64_t expiry = 0;
+    resp->set_capability(CapabilityFor(
+        ctx, ino, req->write() ? CapabilityMode::kWrite : CapabilityMode::kRead,
+        capability_lifetime_, &expiry));
+    if (!resp->capability().empty()) resp->set_expiry_unix_seconds(expiry);
+    SetStatus(resp->mutable_status(), OkStatus());
     return grpc::Status::OK;
   }
   grpc::Status Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req,
@@ -708,6 +786,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     FillOpen(call.applied() ? ReplayedOpen(ino, session, /*lease=*/true)
                             : svc_->AcquireLease(ino, session),
              resp);
+    GrantCapability(ctx, resp, CapabilityMode::kWrite, capability_lifetime_);
     return grpc::Status::OK;
   }
   grpc::Status ReturnLease(grpc::ServerContext* ctx, const pb::LeaseRequest* req,
@@ -1056,6 +1135,7 @@ class ServiceImpl final : public pb::MetaService::Service {
  private:
   MetadataService* svc_;
   ClientGate gate_;  // client credentials: checks and confines each call before its handler
+  const std::chrono::seconds capability_lifetime_;  // of the chunk capabilities it signs
   // Tagged changes running now, by (session, id) (TaggedCall).
   std::mutex running_mu_;
   std::condition_variable running_cv_;
@@ -1193,10 +1273,12 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
                                                             const std::string& listen,
                                                             uint32_t threads, bool wire,
                                                             uint16_t wire_port,
-                                                            const std::string& client_registry) {
+                                                            const std::string& client_registry,
+                                                            std::chrono::seconds capability_lifetime) {
   std::unique_ptr<MetaRpcServer> out(new MetaRpcServer());
   out->impl_ = std::make_unique<Impl>();
-  out->impl_->service = std::make_unique<ServiceImpl>(service, client_registry);
+  out->impl_->service =
+      std::make_unique<ServiceImpl>(service, client_registry, capability_lifetime);
   if (wire) {
     // On the gRPC address's host; clients learn the port from OpenSession.
     std::string host = listen.substr(0, listen.rfind(':'));

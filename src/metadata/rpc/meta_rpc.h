@@ -2,6 +2,7 @@
 // The only place in src/metadata that includes generated code.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -17,13 +18,16 @@ class MetaRpcServer {
   // metadata wire (src/wire/meta_wire.h; one thread per connection) on listen's host at
   // `wire_port` (0 = kernel chooses; OpenSession tells clients the port). `client_registry` is
   // the file of client credentials and exports (rpc/client_gate.h; "" = no client credential
-  // is accepted, cluster-key holders only). Errors: kUnavailable when an address cannot be
-  // bound.
+  // is accepted, cluster-key holders only). Chunk capabilities signed for client credentials
+  // stay good for `capability_lifetime` (at most common/capability.h kCapabilityLifetime).
+  // Errors: kUnavailable when an address cannot be bound.
   static Result<std::unique_ptr<MetaRpcServer>> Start(MetadataService* service,
                                                       const std::string& listen,
                                                       uint32_t threads, bool wire = true,
                                                       uint16_t wire_port = 0,
-                                                      const std::string& client_registry = "");
+                                                      const std::string& client_registry = "",
+                                                      std::chrono::seconds capability_lifetime =
+                                                          std::chrono::seconds(600));
   ~MetaRpcServer();
 
   // The bound "HOST:PORT".

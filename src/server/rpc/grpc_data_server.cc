@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -15,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "aquifer/units.h"
+#include "common/capability.h"
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "common/rpc/rpc_auth.h"
@@ -45,6 +47,40 @@ void ToRpc(const ChunkId& id, rpc::ChunkKey* k) {
   k->set_ino(id.inode.value());
   k->set_stripe(id.stripe);
   k->set_position(id.position);
+}
+
+// The chunk capability check (docs/design.md "Chunk capabilities"): a call that proved a client
+// credential must carry a capability the metadata server signed for this inode, a mode that
+// allows `want`, and this credential's id, not yet expired. Cluster-key holders (other servers,
+// repair, admin tools, mounts with the cluster key) pass: they hold the key capabilities are
+// signed with. Each refusal is counted and logged at most once per 10 s.
+std::atomic<uint64_t> capability_refusals{0};
+
+Status CheckCapability(grpc::ServerContext* ctx, const std::string& capability, uint64_t ino,
+                       CapabilityMode want) {
+  const std::optional<ClientIdentity> who = CallClient(ctx);
+  if (!who) return OkStatus();
+  const std::optional<ClusterKey> key = ProcessClusterKey();
+  // CallClient names a client only when the call's token was checked with the key.
+  if (!key) return OkStatus();
+  Status s = VerifyCapability(DeriveCapabilityKey(*key), capability, InodeId(ino), want,
+                              who->id_hex, std::chrono::system_clock::now());
+  if (s.ok()) return s;
+  CountChunkOp(want == CapabilityMode::kWrite ? ChunkOp::kWrite : ChunkOp::kRead, ChunkWire::kGrpc,
+               s, 0, 0.0);  // aquifer_data_chunk_requests_total{code="permission_denied"}
+  const uint64_t total = capability_refusals.fetch_add(1) + 1;
+  static LogLimiter limiter;
+  if (uint64_t held = 0; limiter.Allow(&held)) {
+    Logger("data")->warn(
+        "refused chunk {} client={} ino={} peer={} reason={} refused_total={} ({} more since "
+        "the last line)",
+        want == CapabilityMode::kWrite ? "write" : "read", who->name, ino, ctx->peer(),
+        s.message(), total, held);
+  }
+  return Status(Code::kPermissionDenied,
+                "client " + who->name + ": chunk " +
+                    (want == CapabilityMode::kWrite ? "write" : "read") + " of inode " +
+                    std::to_string(ino) + " refused: " + s.message());
 }
 
 // An unset message (pg_width 0) means "no placement" (an older client).
@@ -92,6 +128,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
                           "client " + who->name + " has a read-only credential"),
                    resp);
     }
+    if (Status refused = CheckCapability(ctx, req->capability(), req->key().ino(),
+                                         CapabilityMode::kWrite);
+        !refused.ok()) {
+      return Reply(refused, resp);
+    }
     const auto start = std::chrono::steady_clock::now();
     Status outcome = [&] {
       Result<ChunkId> id = FromRpc(req->key());
@@ -109,6 +150,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
   grpc::Status ReadChunk(grpc::ServerContext* ctx, const rpc::ReadChunkRequest* req,
                          rpc::ReadChunkResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    if (Status refused = CheckCapability(ctx, req->capability(), req->key().ino(),
+                                         CapabilityMode::kRead);
+        !refused.ok()) {
+      return Reply(refused, resp);
+    }
     const auto start = std::chrono::steady_clock::now();
     Result<ChunkId> id = FromRpc(req->key());
     if (!id.ok()) {
@@ -139,6 +185,11 @@ class DataServiceImpl final : public rpc::DataService::Service {
       writer->Write(resp);
       return grpc::Status::OK;
     };
+    if (Status refused = CheckCapability(ctx, req->capability(), req->key().ino(),
+                                         CapabilityMode::kRead);
+        !refused.ok()) {
+      return fail(refused);
+    }
     Result<ChunkId> id = FromRpc(req->key());
     if (!id.ok()) return fail(id.status());
     Result<ChunkReader> reader = core_->store().OpenReader(*id, req->max_version());

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "client/rpc/meta_client.h"
+#include "common/capability.h"
 #include "common/client_credential.h"
 #include "metadata/metadata_service.h"
 #include "metadata/namespace_store.h"
@@ -180,6 +181,75 @@ TEST_F(ClientGateTest, ReadOnlyCredentialReadsButEveryChangeIsReadOnly) {
   EXPECT_EQ(c->Open(f->attr.inode, O_RDONLY | O_TRUNC, session->id, kRoot).status().code(),
             Code::kReadOnly);
   EXPECT_TRUE(admin_->Lookup(kRootInode, "f", kRoot).ok());
+}
+
+// docs/design.md "Chunk capabilities": the metadata server signs a capability for a client
+// credential only for regular files inside its export, read-only credentials get no write
+// capability, and the capability names the inode, the mode and the credential.
+TEST_F(ClientGateTest, ChunkCapabilitiesFollowTheCredential) {
+  Result<aquifer::Attributes> data = admin_->Mkdir(kRootInode, "datasets", 0755, kRoot);
+  Result<aquifer::Attributes> outside = admin_->Mkdir(kRootInode, "outside", 0755, kRoot);
+  ASSERT_TRUE(data.ok() && outside.ok());
+  Result<client::OpenReply> a = admin_->Create(data->inode, "a", S_IFREG | 0644, 0, true, kRoot,
+                                               SessionId(), false);
+  Result<client::OpenReply> secret = admin_->Create(outside->inode, "secret", S_IFREG | 0600, 0,
+                                                    true, kRoot, SessionId(), false);
+  ASSERT_TRUE(a.ok() && secret.ok());
+  const InodeId a_ino = a->attr.inode;
+  // The cluster key needs none.
+  Result<std::string> none = admin_->Capability(a_ino, /*write=*/true, /*fresh=*/true);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+
+  const ClientExport sub = Export("sub", false, "/datasets");  // id b...b
+  const ClientExport ro = Export("aro", true, "/");            // id a...a
+  std::unique_ptr<client::MetaClient> s = ClientFor({sub, ro}, sub.who);
+  std::unique_ptr<client::MetaClient> r = ClientFor({sub, ro}, ro.who);
+  ASSERT_TRUE(RootAnswers(*s, Code::kOk));
+  ASSERT_TRUE(RootAnswers(*r, Code::kOk));
+  const ClusterKey cap_key = DeriveCapabilityKey(cluster_key_);
+  const auto now = std::chrono::system_clock::now();
+
+  // Inside the export, after a lookup: a read capability, then a write one.
+  ASSERT_TRUE(s->Lookup(kRootInode, "a", kRoot).ok());
+  Result<std::string> read = s->Capability(a_ino, false, false);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), kCapabilityBytes);
+  EXPECT_TRUE(VerifyCapability(cap_key, *read, a_ino, CapabilityMode::kRead, sub.who.id_hex, now)
+                  .ok());
+  EXPECT_EQ(VerifyCapability(cap_key, *read, a_ino, CapabilityMode::kWrite, sub.who.id_hex, now)
+                .message(),
+            "read capability for a write");
+  EXPECT_EQ(VerifyCapability(cap_key, *read, a_ino, CapabilityMode::kRead, ro.who.id_hex, now)
+                .message(),
+            "capability of another client");
+  Result<std::string> write = s->Capability(a_ino, true, true);
+  ASSERT_TRUE(write.ok()) << write.status().ToString();
+  EXPECT_TRUE(
+      VerifyCapability(cap_key, *write, a_ino, CapabilityMode::kWrite, sub.who.id_hex, now).ok());
+  Result<aquifer::Capability> decoded = DecodeCapability(*write);
+  ASSERT_TRUE(decoded.ok());
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  EXPECT_GE(decoded->expiry_unix_seconds, uint64_t(now_s + kCapabilityLifetime.count() - 5));
+  EXPECT_LE(decoded->expiry_unix_seconds, uint64_t(now_s + kCapabilityLifetime.count() + 5));
+  // Outside the export, by a guessed number: as if it did not exist. A directory: no chunks.
+  EXPECT_EQ(s->Capability(secret->attr.inode, false, true).status().code(), Code::kNotFound);
+  EXPECT_EQ(s->Capability(kRootInode, false, true).status().code(), Code::kInvalidArgument);
+
+  // Read-only: reads, never a write capability.
+  ASSERT_TRUE(r->Lookup(data->inode, "a", kRoot).ok());
+  Result<std::string> ro_read = r->Capability(a_ino, false, true);
+  ASSERT_TRUE(ro_read.ok()) << ro_read.status().ToString();
+  EXPECT_TRUE(
+      VerifyCapability(cap_key, *ro_read, a_ino, CapabilityMode::kRead, ro.who.id_hex, now).ok());
+  EXPECT_EQ(r->Capability(a_ino, true, true).status().code(), Code::kReadOnly);
+  Result<client::SessionInfo> session = r->OpenSession("ro-caps", false);
+  ASSERT_TRUE(session.ok());
+  EXPECT_TRUE(r->Open(a_ino, O_RDONLY, session->id, kRoot).ok());
+  Result<std::string> after_open = r->Capability(a_ino, false, false);
+  ASSERT_TRUE(after_open.ok());
+  EXPECT_EQ(DecodeCapability(*after_open)->mode, CapabilityMode::kRead);
 }
 
 TEST_F(ClientGateTest, RootSquashCreatesAsNobody) {
