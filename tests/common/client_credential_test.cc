@@ -171,7 +171,9 @@ TEST(ClientCredentialTest, RegistryRoundTripsAndNamesTheBadLine) {
     // The bad line is the last one: after the comment, the blank line and any good lines.
     const std::string line =
         "line " + std::to_string(2 + std::count(bad.begin(), bad.end(), '\n'));
-    if (!r.ok()) EXPECT_NE(r.status().message().find(line), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(line), std::string::npos) << bad;
+    }
   }
   EXPECT_TRUE(ParseClientRegistry("").ok());
 }
