@@ -198,53 +198,22 @@ Result<ClientCredential> ParseClientCredential(std::string_view text) {
 
 Result<std::optional<ClientCredential>> ReadKeyOrCredentialFile(const std::string& path,
                                                                 ClusterKey* cluster_key) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return NotFound("key file " + path + " does not exist");
-    return Status(Code::kPermissionDenied, "open key file " + path + ": " + std::strerror(err));
+  Result<std::string> text = ReadSecretFile(path, 4096);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kInvalidArgument) {
+      return InvalidArgument("key file " + path + ": longer than a credential");
+    }
+    return text.status();
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
-    ::close(fd);
-    return Status(Code::kPermissionDenied,
-                  "key file " + path + " is readable or writable by others: chmod 600 it");
-  }
-  char buf[4096];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n < 0) return Internal("read " + path + ": " + std::strerror(errno));
-  const std::string_view text(buf, static_cast<size_t>(n));
-  if (!IsClientCredentialText(text)) {
-    Result<ClusterKey> key = ReadClusterKeyFile(path);
+  if (!IsClientCredentialText(*text)) {
+    Result<ClusterKey> key = ParseClusterKeyText(*text, path);
     if (!key.ok()) return key.status();
     *cluster_key = *key;
     return std::optional<ClientCredential>();
   }
-  if (static_cast<size_t>(n) == sizeof buf) {
-    return InvalidArgument("key file " + path + ": longer than a credential");
-  }
-  Result<ClientCredential> c = ParseClientCredential(text);
+  Result<ClientCredential> c = ParseClientCredential(*text);
   if (!c.ok()) return InvalidArgument("key file " + path + ": " + c.status().message());
   return std::optional<ClientCredential>(*c);
-}
-
-Status WriteNewSecretFile(const std::string& path, std::string_view text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) return AlreadyExists(path + " exists (not replaced)");
-    return Internal("create " + path + ": " + std::strerror(errno));
-  }
-  ::fchmod(fd, 0600);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(path.c_str());
-    return Internal("write " + path + ": " + std::strerror(err));
-  }
-  return OkStatus();
 }
 
 Result<Network> ParseNetwork(std::string_view text) {

@@ -67,8 +67,7 @@ Result<ClientCredential> ParseClientCredential(std::string_view text);
 // Errors: as ReadClusterKeyFile, and ParseClientCredential's.
 Result<std::optional<ClientCredential>> ReadKeyOrCredentialFile(const std::string& path,
                                                                 ClusterKey* cluster_key);
-// Writes `text` to a new file `path` with mode 0600 (O_EXCL: kAlreadyExists when it exists).
-Status WriteNewSecretFile(const std::string& path, std::string_view text);
+// (A new credential file is written with WriteNewSecretFile, common/cluster_key.h.)
 
 // An IPv4 or IPv6 network "ADDR/BITS" (a bare address is /32 or /128).
 struct Network {

@@ -71,13 +71,10 @@ std::string TokenMessage(std::string_view method, std::string_view seconds,
 
 }  // namespace
 
-Status WriteNewClusterKeyFile(const std::string& path) {
-  ClusterKey key;
-  AQ_RETURN_IF_ERROR(RandomBytes(key.bytes));
-  const std::string text = ToHex(key.bytes) + "\n";
+Status WriteNewSecretFile(const std::string& path, std::string_view text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (errno == EEXIST) return AlreadyExists("key file " + path + " exists (not replaced)");
+    if (errno == EEXIST) return AlreadyExists(path + " exists (not replaced)");
     return Internal("create " + path + ": " + std::strerror(errno));
   }
   ::fchmod(fd, 0600);  // whatever the umask
@@ -92,7 +89,7 @@ Status WriteNewClusterKeyFile(const std::string& path) {
   return OkStatus();
 }
 
-Result<ClusterKey> ReadClusterKeyFile(const std::string& path) {
+Result<std::string> ReadSecretFile(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -105,11 +102,37 @@ Result<ClusterKey> ReadClusterKeyFile(const std::string& path) {
     return Status(Code::kPermissionDenied,
                   "key file " + path + " is readable or writable by others: chmod 600 it");
   }
-  char buf[128];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
+  std::string text(max_bytes + 1, '\0');  // one more: a longer file is told from a full one
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Internal("read " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
   ::close(fd);
-  if (n < 0) return Internal("read " + path + ": " + std::strerror(errno));
-  std::string_view text(buf, static_cast<size_t>(n));
+  if (got > max_bytes) {
+    return InvalidArgument("key file " + path + ": longer than " + std::to_string(max_bytes) +
+                           " bytes");
+  }
+  text.resize(got);
+  return text;
+}
+
+Status WriteNewClusterKeyFile(const std::string& path) {
+  ClusterKey key;
+  AQ_RETURN_IF_ERROR(RandomBytes(key.bytes));
+  Status s = WriteNewSecretFile(path, ToHex(key.bytes) + "\n");
+  if (s.code() == Code::kAlreadyExists) return AlreadyExists("key file " + s.message());
+  return s;
+}
+
+Result<ClusterKey> ParseClusterKeyText(std::string_view text, const std::string& path) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r' ||
                            text.back() == '\t')) {
     text.remove_suffix(1);
@@ -119,6 +142,17 @@ Result<ClusterKey> ReadClusterKeyFile(const std::string& path) {
     return InvalidArgument("key file " + path + ": not 64 hex digits");
   }
   return key;
+}
+
+Result<ClusterKey> ReadClusterKeyFile(const std::string& path) {
+  Result<std::string> text = ReadSecretFile(path, 128);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kInvalidArgument) {
+      return InvalidArgument("key file " + path + ": not 64 hex digits");
+    }
+    return text.status();
+  }
+  return ParseClusterKeyText(*text, path);
 }
 
 std::optional<ClusterKey> ProcessClusterKey() {

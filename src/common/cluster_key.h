@@ -36,6 +36,18 @@ using Nonce = std::array<std::byte, kNonceBytes>;
 // space (kInvalidArgument); kNotFound when it is missing. Blocking file I/O; thread-safe.
 Status WriteNewClusterKeyFile(const std::string& path);
 Result<ClusterKey> ReadClusterKeyFile(const std::string& path);
+// The key file format alone: 64 hex digits with optional trailing white space. `path` only
+// names the file in the error (kInvalidArgument). Pure.
+Result<ClusterKey> ParseClusterKeyText(std::string_view text, const std::string& path);
+
+// Secret files (cluster keys, client credentials): ReadSecretFile returns the whole content of
+// `path`, at most `max_bytes` (kInvalidArgument past that), with ReadClusterKeyFile's checks
+// (kNotFound, kPermissionDenied for a file group or others may read or write, kInternal for a
+// failed read). WriteNewSecretFile creates `path` with mode 0600 whatever the umask, writes
+// `text` and fsyncs; kAlreadyExists when it exists (never overwrites), kInternal otherwise (the
+// partial file is removed). Blocking file I/O; thread-safe.
+Result<std::string> ReadSecretFile(const std::string& path, size_t max_bytes);
+Status WriteNewSecretFile(const std::string& path, std::string_view text);
 
 // The key this process uses when a component is given none explicitly (the daemons' and the
 // mount's main() set it from --key / the config / AQUIFER_KEY_FILE; a test sets it for its

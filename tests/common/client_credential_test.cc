@@ -106,6 +106,10 @@ TEST(ClientCredentialTest, ReadsEitherKindOfKeyFileAndRefusesOpenModes) {
   ::chmod(cred.c_str(), 0644);
   EXPECT_EQ(ReadKeyOrCredentialFile(cred, &k).status().code(), Code::kPermissionDenied);
   EXPECT_EQ(ReadKeyOrCredentialFile(dir + "/none", &k).status().code(), Code::kNotFound);
+  // A file longer than any credential is refused whole, not read as its first 4 KiB.
+  const std::string big = dir + "/big.key";
+  ASSERT_TRUE(WriteNewSecretFile(big, FormatClientCredential(c) + std::string(5000, '#')).ok());
+  EXPECT_EQ(ReadKeyOrCredentialFile(big, &k).status().code(), Code::kInvalidArgument);
   std::filesystem::remove_all(dir);
 }
 
