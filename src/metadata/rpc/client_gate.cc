@@ -22,6 +22,25 @@ bool IsInodeField(const gp::FieldDescriptor* f) {
          (f->name() == "ino" || f->name() == "parent" || f->name() == "new_parent");
 }
 
+// Root squash of a `caller` message: its uid, gid and groups of 0 become kNobodyId.
+void SquashCaller(gp::Message* caller) {
+  const gp::Descriptor* d = caller->GetDescriptor();
+  const gp::Reflection* r = caller->GetReflection();
+  for (const char* id : {"uid", "gid"}) {
+    const gp::FieldDescriptor* f = d->FindFieldByName(id);
+    if (f != nullptr && f->cpp_type() == gp::FieldDescriptor::CPPTYPE_UINT32) {
+      r->SetUInt32(caller, f, SquashId(r->GetUInt32(*caller, f)));
+    }
+  }
+  const gp::FieldDescriptor* g = d->FindFieldByName("groups");
+  if (g == nullptr || !g->is_repeated() || g->cpp_type() != gp::FieldDescriptor::CPPTYPE_UINT32) {
+    return;
+  }
+  for (int j = 0; j < r->FieldSize(*caller, g); ++j) {
+    r->SetRepeatedUInt32(caller, g, j, SquashId(r->GetRepeatedUInt32(*caller, g, j)));
+  }
+}
+
 }  // namespace
 
 ClientGate::ClientGate(MetadataService* service, std::string registry_path)
@@ -160,21 +179,7 @@ Status ClientGate::ConfineMessage(const std::string& client, InodeId root, bool 
       if (!r->HasField(*m, f)) continue;
       gp::Message* sub = r->MutableMessage(m, f);
       if (squash && f->name() == "caller") {
-        const gp::Descriptor* cd = sub->GetDescriptor();
-        const gp::Reflection* cr = sub->GetReflection();
-        for (const char* id : {"uid", "gid"}) {
-          const gp::FieldDescriptor* idf = cd->FindFieldByName(id);
-          if (idf != nullptr && idf->cpp_type() == gp::FieldDescriptor::CPPTYPE_UINT32) {
-            cr->SetUInt32(sub, idf, SquashId(cr->GetUInt32(*sub, idf)));
-          }
-        }
-        if (const gp::FieldDescriptor* g = cd->FindFieldByName("groups");
-            g != nullptr && g->is_repeated() &&
-            g->cpp_type() == gp::FieldDescriptor::CPPTYPE_UINT32) {
-          for (int j = 0; j < cr->FieldSize(*sub, g); ++j) {
-            cr->SetRepeatedUInt32(sub, g, j, SquashId(cr->GetRepeatedUInt32(*sub, g, j)));
-          }
-        }
+        SquashCaller(sub);
         continue;
       }
       AQ_RETURN_IF_ERROR(ConfineMessage(client, root, squash, sub, depth + 1));
