@@ -11,27 +11,12 @@ aq_random_file "$AQ_SCRATCH/v1" 3 41
 timeout "$T" cp "$AQ_SCRATCH/v1" "$AQ_SCRATCH/mnt/f" || aq_fail "write with the right key"
 aq_same "$AQ_SCRATCH/v1" "$AQ_SCRATCH/mnt/f"
 
-# try_mount NAME [ENV...] -- [MOUNT ARGS...]: runs aquifer-mount in the foreground and expects
-# it to exit non-zero without mounting, within 30 s.
-try_mount() {
-  local name=$1
-  shift
-  local dir=$AQ_SCRATCH/$name
-  mkdir -p "$dir"
-  local rc=0
-  timeout 30 "$@" "$AQ_META_ADDR" "$dir" -f -o meta_wait=2 >"$AQ_SCRATCH/$name.log" 2>&1 || rc=$?
-  aq_is_mounted "$dir" && { fusermount3 -uz "$dir"; aq_fail "$name: mounted"; }
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || aq_fail "$name: aquifer-mount exit $rc (want a failure, not a hang)"
-  grep -qi "unauthenticated\|cluster key\|cluster-key\|permission" "$AQ_SCRATCH/$name.log" ||
-    aq_fail "$name: no word of the key in: $(cat "$AQ_SCRATCH/$name.log")"
-  aq_log "$name: refused (exit $rc): $(grep -i 'cannot connect\|key' "$AQ_SCRATCH/$name.log" | head -1)"
-}
 (umask 077 && openssl rand -hex 32 >"$AQ_SCRATCH/wrong.key")
-try_mount wrong_key "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/wrong.key"
-try_mount no_key env -u AQUIFER_KEY_FILE "$AQ_MOUNT_BIN"
+aq_mount_refused wrong_key "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/wrong.key"
+aq_mount_refused no_key env -u AQUIFER_KEY_FILE "$AQ_MOUNT_BIN"
 # A key file others can read is refused before anything is sent.
 cp "$AQ_SCRATCH/wrong.key" "$AQ_SCRATCH/open.key" && chmod 644 "$AQ_SCRATCH/open.key"
-try_mount open_key "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/open.key"
+aq_mount_refused open_key "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/open.key"
 
 # Raw connections: 200 to each port, half sending nothing, half 64 bytes of garbage.
 META_WIRE=$(grep -o 'wire_port=[0-9]*' "$AQ_SCRATCH/meta.log" | tail -1 | cut -d= -f2)

@@ -68,25 +68,13 @@ for n in ro sub squash rw fenced rw2; do
 done
 grep -q "^sub .* /datasets$" "$AQ_SCRATCH/list.txt" || aq_fail "client list: sub's path"
 
-# try_mount NAME [ENV...] -- ARGS: aquifer-mount in the foreground must fail without mounting.
-try_mount() {
-  local name=$1
-  shift
-  local dir=$AQ_SCRATCH/$name
-  mkdir -p "$dir"
-  local rc=0
-  timeout 30 "$@" "$AQ_META_ADDR" "$dir" -f -o meta_wait=2 >"$AQ_SCRATCH/$name.log" 2>&1 || rc=$?
-  aq_is_mounted "$dir" && { fusermount3 -uz "$dir"; aq_fail "$name: mounted"; }
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || aq_fail "$name: aquifer-mount exit $rc (want a failure)"
-  aq_log "$name: refused (exit $rc): $(grep -i 'denied\|key\|unauth\|permission' "$AQ_SCRATCH/$name.log" | head -1)"
-}
 # A wrong credential: the right shape, one key digit changed.
 (umask 077 && awk '{c = substr($5, 64, 1); $5 = substr($5, 1, 63) (c == "0" ? "1" : "0"); print}' \
   "$AQ_SCRATCH/rw.key" >"$AQ_SCRATCH/wrong.key")
 cmp -s "$AQ_SCRATCH/wrong.key" "$AQ_SCRATCH/rw.key" && aq_fail "wrong.key equals rw.key"
-try_mount wrong_credential "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/wrong.key"
-try_mount no_key env -u AQUIFER_KEY_FILE "$AQ_MOUNT_BIN"
-try_mount fenced "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/fenced.key"
+aq_mount_refused wrong_credential "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/wrong.key"
+aq_mount_refused no_key env -u AQUIFER_KEY_FILE "$AQ_MOUNT_BIN"
+aq_mount_refused fenced "$AQ_MOUNT_BIN" -o key="$AQ_SCRATCH/fenced.key"
 
 # Read-only: reads work, every change fails with EROFS.
 RO=$AQ_SCRATCH/ro_mnt

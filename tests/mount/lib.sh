@@ -71,6 +71,25 @@ aq_wait_for() {
 }
 
 aq_is_mounted() { grep -q " $1 fuse.aquifer " /proc/mounts; }
+
+# aq_mount_refused NAME [ENV...] CMD [MOUNT ARGS...]: runs CMD META_ADDR DIR -f ... (aquifer-mount
+# in the foreground) and expects it to exit non-zero within 30 s without mounting, saying why in
+# words of the key or the refusal (unauthenticated, cluster key, permission, denied).
+aq_mount_refused() {
+  local name=$1
+  shift
+  local dir=$AQ_SCRATCH/$name
+  mkdir -p "$dir"
+  local rc=0
+  timeout 30 "$@" "$AQ_META_ADDR" "$dir" -f -o meta_wait=2 >"$AQ_SCRATCH/$name.log" 2>&1 || rc=$?
+  aq_is_mounted "$dir" && { fusermount3 -uz "$dir"; aq_fail "$name: mounted"; }
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] ||
+    aq_fail "$name: aquifer-mount exit $rc (want a failure, not a hang)"
+  grep -qi "unauthenticated\|cluster key\|cluster-key\|permission\|denied" \
+    "$AQ_SCRATCH/$name.log" || aq_fail "$name: no reason given in: $(cat "$AQ_SCRATCH/$name.log")"
+  aq_log "$name: refused (exit $rc): $(grep -i 'denied\|key\|unauth\|permission' \
+    "$AQ_SCRATCH/$name.log" | head -1)"
+}
 aq_not_mounted() { ! aq_is_mounted "$1"; }
 aq_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
 
