@@ -10,6 +10,7 @@
 
 #include "client/stripe_cache.h"
 #include "client/striping.h"
+#include "common/client_credential.h"
 #include "common/failpoint.h"
 #include "common/handoff.h"
 #include "common/logging.h"
@@ -139,10 +140,15 @@ Result<std::shared_ptr<DataClient>> ChunkIo::ClientFor(ServerId id, const Cluste
   std::lock_guard lock(mu_);
   auto& client = clients_[entry->address];
   if (!client) {
-    client = NewDataClient(entry->address, options_.data_wire,
-                           [meta = meta_](InodeId inode, bool write, bool fresh) {
-                             return meta->Capability(inode, write, fresh);
-                           });
+    // Only a client credential's chunk calls carry capabilities; a cluster-key holder's data
+    // clients get no source, so their calls ask nothing per chunk.
+    CapabilitySource capabilities;
+    if (ProcessClientIdentity().has_value()) {
+      capabilities = [meta = meta_](InodeId inode, bool write, bool fresh) {
+        return meta->Capability(inode, write, fresh);
+      };
+    }
+    client = NewDataClient(entry->address, options_.data_wire, std::move(capabilities));
   }
   return client;
 }

@@ -25,6 +25,7 @@
 #include "client/rpc/meta_client.h"
 #include "client/stripe_cache.h"
 #include "client/thread_pool.h"
+#include "common/client_credential.h"
 #include "common/thread_annotations.h"
 
 namespace aquifer {
@@ -354,6 +355,9 @@ class Client::Impl {
   // offers them. With them on, write-lease recalls are given back on giver_ (a commit there
   // waits for other hosts' acknowledgements, which must not hold up this client's own acks).
   std::atomic<bool> cache_leases_on_{false};
+  // The process calls with a client credential (fixed before any client connects): root's
+  // opens then go to the metadata server, which alone knows a root squash (OpenLazily).
+  const bool client_credential_ = ProcessClientIdentity().has_value();
   uint64_t acked_seq_ = 0;        // RecallLoop only: highest cache recall handled
   uint64_t recall_epoch_ = 0;     // RecallLoop only: the server run acked_seq_ counts in
   std::chrono::milliseconds cache_lease_{0};  // the server's, set before the threads start

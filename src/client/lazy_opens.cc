@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "client/client_impl.h"
-#include "common/client_credential.h"
 #include "common/logging.h"
 
 namespace aquifer {
@@ -29,13 +28,12 @@ bool MayRead(const Attributes& a, const Caller& c) {
   return (bits & 4) != 0;
 }
 
-// Whether the metadata server may judge `c` as another caller than this client does: a client
-// credential's export may squash root (uid, gid and groups 0 become nobody), and only the
-// registry on the metadata host says whether it does. Such a caller's opens go to the server.
-bool MaySquash(const Caller& c) {
-  const bool rootish = c.uid == 0 || c.gid == 0 ||
-                       std::find(c.groups.begin(), c.groups.end(), 0u) != c.groups.end();
-  return rootish && ProcessClientIdentity().has_value();
+// Whether a root squash would judge `c` as another caller (uid, gid or a group 0 become
+// nobody). Only the registry on the metadata host says whether a client credential's export
+// squashes, so on a credential mount such a caller's opens go to the server.
+bool Squashable(const Caller& c) {
+  return c.uid == 0 || c.gid == 0 ||
+         std::find(c.groups.begin(), c.groups.end(), 0u) != c.groups.end();
 }
 }  // namespace
 
@@ -44,7 +42,7 @@ std::optional<Client::Opened> Client::Impl::OpenLazily(InodeId inode, int flags,
   if (!options_.lazy_opens || !cache_leases_on_.load()) return std::nullopt;
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT)) != 0) return std::nullopt;
   std::optional<Attributes> kept = meta_->KeptAttr(inode);
-  if (!kept || !S_ISREG(kept->mode) || kept->nlink == 0 || MaySquash(caller) ||
+  if (!kept || !S_ISREG(kept->mode) || kept->nlink == 0 || (client_credential_ && Squashable(caller)) ||
       !MayRead(*kept, caller)) {
     return std::nullopt;
   }

@@ -298,7 +298,7 @@ int Run(int argc, char** argv) {
     }
   };
   client_options.cache_leases = opts.cache_leases;
-  client_options.lazy_opens = opts.lazy_opens;  // root on a credential mount: OpenLazily
+  client_options.lazy_opens = opts.lazy_opens;
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {

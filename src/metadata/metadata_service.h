@@ -752,11 +752,11 @@ class MetadataService {
   bool HoldForRecall(Txn& txn, uint64_t ino);
   // Records `session` as a cache holder of each inode (mu_ held, shared or exclusive).
   void GrantCache(SessionId session, std::initializer_list<uint64_t> inodes);
+  void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
   // True when a cache recall naming `ino`'s attributes is queued for `session` and not yet
   // acknowledged: the change that made it is still waiting for this session (mu_ held; takes
   // recall_mu_).
   bool CacheRecallPending(uint64_t session, uint64_t ino);
-  void GrantCache(SessionId session, const std::vector<uint64_t>& inodes);
   // After Apply wrote `txn`: recalls other sessions' cache leases on what it changed, grants the
   // calling session's, and notes the recalls the current RequestScope must wait for (mu_
   // exclusive).

@@ -99,9 +99,9 @@ class MetaClient {
   // credential gets one from its cache (filled by the Lookup, GetAttr, Create, Open and
   // AcquireLease replies that carried one) while it has more than kCapabilityRenewMargin (or a
   // quarter of the life it was handed out with, if less) left, else (or with `fresh`) from a
-  // GetCapability call: a write capability for `write`, which
-  // also serves reads. Errors: the metadata server's (kReadOnly: a write by a read-only
-  // credential; kNotFound: outside the export or gone; kUnavailable). Thread-safe.
+  // GetCapability call: a write capability for `write`, which also serves reads. Errors: the
+  // metadata server's (kReadOnly: a write by a read-only credential; kNotFound: outside the
+  // export or gone; kUnavailable). Thread-safe.
   virtual Result<std::string> Capability(InodeId inode, bool write, bool fresh) {
     (void)inode, (void)write, (void)fresh;
     return std::string();
