@@ -18,6 +18,7 @@
 // `max_entries` threads are followed; when full, expired entries are dropped, then all.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,10 @@ class StaleRetries {
   const size_t max_entries_;
   mutable std::mutex mu_;
   std::unordered_map<uint32_t, Entry> by_tid_;
+  // by_tid_.size(), read without mu_: every open and lookup asks, and almost always nobody is
+  // followed. A thread's own AnsweredStale happens before its retry's lookup and open (the
+  // kernel sends them after the ESTALE reply), so it always sees its entry counted.
+  std::atomic<size_t> followed_{0};
 };
 
 }  // namespace aquifer::fuse
