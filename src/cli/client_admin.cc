@@ -10,35 +10,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/file_lock.h"
+#include "common/cluster_key.h"
 #include "common/printable.h"
 
 namespace aquifer::cli {
 namespace {
 
-// Holds flock(LOCK_EX) on REGISTRY.lock while the registry is read, changed and replaced.
-class RegistryLock {
- public:
-  static Result<RegistryLock> Take(const std::string& registry) {
-    const std::string path = registry + ".lock";
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return Internal("open " + path + ": " + std::strerror(errno));
-    if (::flock(fd, LOCK_EX) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return Internal("lock " + path + ": " + std::strerror(err));
-    }
-    return RegistryLock(fd);
-  }
-  RegistryLock(RegistryLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  RegistryLock& operator=(RegistryLock&&) = delete;
-  ~RegistryLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-
- private:
-  explicit RegistryLock(int fd) : fd_(fd) {}
-  int fd_;
-};
+// Held while the registry is read, changed and replaced (REGISTRY.lock).
+Result<FileLock> LockRegistry(const std::string& registry) {
+  return FileLock::Acquire(registry + ".lock", 0600);
+}
 
 Result<std::vector<ClientExport>> LoadRegistry(const std::string& registry) {
   std::ifstream in(registry);
@@ -57,16 +39,11 @@ Result<std::vector<ClientExport>> LoadRegistry(const std::string& registry) {
 Status SaveRegistry(const std::string& registry, const std::vector<ClientExport>& exports) {
   const std::string tmp = registry + ".tmp";
   ::unlink(tmp.c_str());
-  const std::string text = FormatClientRegistry(exports);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Internal("create " + tmp + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), registry.c_str()) != 0) {
+  AQ_RETURN_IF_ERROR(WriteNewSecretFile(tmp, FormatClientRegistry(exports)));
+  if (::rename(tmp.c_str(), registry.c_str()) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
-    return Internal("write " + registry + ": " + std::strerror(ok ? errno : err));
+    return Internal("rename " + tmp + " to " + registry + ": " + std::strerror(err));
   }
   return OkStatus();
 }
@@ -98,7 +75,7 @@ Status AddClient(const std::string& registry, const ClusterKey& cluster_key,
     e.who.id_hex.push_back(kHex[static_cast<uint8_t>(b) & 15]);
   }
 
-  Result<RegistryLock> lock = RegistryLock::Take(registry);
+  Result<FileLock> lock = LockRegistry(registry);
   if (!lock.ok()) return lock.status();
   Result<std::vector<ClientExport>> exports = LoadRegistry(registry);
   if (!exports.ok()) return exports.status();
@@ -141,7 +118,7 @@ Status ListClients(const std::string& registry, std::ostream& out) {
 
 Status RemoveClient(const std::string& registry, const std::string& name, std::ostream& out) {
   AQ_RETURN_IF_ERROR(ValidateClientName(name));
-  Result<RegistryLock> lock = RegistryLock::Take(registry);
+  Result<FileLock> lock = LockRegistry(registry);
   if (!lock.ok()) return lock.status();
   Result<std::vector<ClientExport>> exports = LoadRegistry(registry);
   if (!exports.ok()) return exports.status();

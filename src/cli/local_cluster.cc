@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cli/file_lock.h"
 #include "cli/process.h"
 #include "cli/rpc/meta_admin.h"
 #include "common/cluster_key.h"
@@ -26,30 +27,11 @@ constexpr char kMetaExe[] = "aquifer-meta";
 constexpr char kDataExe[] = "aquifer-data";
 constexpr char kMountExe[] = "aquifer-mount";
 
-// Holds an exclusive flock on ROOT/cluster.lock for its lifetime.
-class RootLock {
- public:
-  static Result<RootLock> Acquire(const std::string& root) {
-    std::string path = root + "/cluster.lock";
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Internal("cannot open " + path + ": " + std::strerror(errno));
-    if (::flock(fd, LOCK_EX) != 0) {
-      int e = errno;
-      ::close(fd);
-      return Internal("cannot lock " + path + ": " + std::strerror(e));
-    }
-    return RootLock(fd);
-  }
-  RootLock(RootLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  RootLock(const RootLock&) = delete;
-  ~RootLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  explicit RootLock(int fd) : fd_(fd) {}
-  int fd_;
-};
+// Held while a command reads and changes ROOT/cluster.json (ROOT/cluster.lock).
+using RootLock = FileLock;
+Result<RootLock> LockRoot(const std::string& root) {
+  return FileLock::Acquire(root + "/cluster.lock", 0644);
+}
 
 // A local cluster's record, read while holding ROOT's lock, so no other `aquifer cluster` command
 // changes it between this read and the caller's SaveClusterState.
@@ -65,7 +47,7 @@ struct LockedCluster {
 Result<LockedCluster> LockExistingCluster(const std::string& root_arg) {
   const std::string root = AbsoluteRoot(root_arg);
   const std::string state_path = ClusterStatePath(root);
-  Result<RootLock> lock = RootLock::Acquire(root);
+  Result<RootLock> lock = LockRoot(root);
   if (!lock.ok()) {
     Result<ClusterState> probe = LoadClusterState(state_path);  // the clearer error, if any
     return probe.ok() ? lock.status() : probe.status();
@@ -365,7 +347,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
     return made;
   }
   AQ_RETURN_IF_ERROR(UseLocalClusterKey(root));
-  Result<RootLock> lock = RootLock::Acquire(root);
+  Result<RootLock> lock = LockRoot(root);
   if (!lock.ok()) return lock.status();
 
   const std::string state_path = ClusterStatePath(root);
