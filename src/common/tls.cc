@@ -109,6 +109,10 @@ bool Configure(SSL_CTX* ctx) {
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  // Read what the socket holds in one recv (up to the buffer), not a record header then its
+  // body: a 1 MiB chunk is 64 records, which cost 128 recv calls without it.
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, 256 << 10);
   return SSL_CTX_set_num_tickets(ctx, 0) == 1;
 }
 
