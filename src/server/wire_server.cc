@@ -31,10 +31,10 @@ struct WireServer::Impl {
   std::unique_ptr<wire::Listener> listener;
   std::atomic<uint64_t> served{0}, rejected{0};
 
-  void Serve(int fd, const std::atomic<bool>& stopping);
-  // One request on `fd` with its decoded header: runs it and sends the reply.
+  void Serve(wire::Conn& conn, const std::atomic<bool>& stopping);
+  // One request on `conn` with its decoded header: runs it and sends the reply.
   // Errors: kUnavailable when the connection failed (the caller ends it).
-  Status Handle(int fd, const wire::Request& request, const std::atomic<bool>& stopping,
+  Status Handle(wire::Conn& conn, const wire::Request& request, const std::atomic<bool>& stopping,
                 std::string* read_buf, std::string* write_buf);
 };
 
@@ -46,7 +46,7 @@ Result<std::unique_ptr<WireServer>> WireServer::Start(const std::string& host, u
   Impl* raw = impl.get();
   Result<std::unique_ptr<wire::Listener>> listener = wire::Listener::Start(
       "chunk wire", host, port, instance,
-      [raw](int fd, const std::atomic<bool>& stopping) { raw->Serve(fd, stopping); },
+      [raw](wire::Conn& conn, const std::atomic<bool>& stopping) { raw->Serve(conn, stopping); },
       max_connections);
   if (!listener.ok()) return listener.status();
   impl->listener = std::move(*listener);
@@ -64,12 +64,12 @@ uint64_t WireServer::connections_accepted() const {
 uint64_t WireServer::requests_served() const { return impl_->served.load(); }
 uint64_t WireServer::frames_rejected() const { return impl_->rejected.load(); }
 
-void WireServer::Impl::Serve(int fd, const std::atomic<bool>& stopping) {
+void WireServer::Impl::Serve(wire::Conn& conn, const std::atomic<bool>& stopping) {
   std::string read_buf, write_buf;
   Status s = OkStatus();
   while (s.ok() && !stopping) {
     std::array<std::byte, wire::kRequestBytes> frame;
-    s = wire::ReadFull(fd, frame, /*idle=*/true, stopping);
+    s = wire::ReadFull(conn, frame, /*idle=*/true, stopping);
     if (!s.ok()) return;  // the peer closed, or shutdown
     Result<wire::Request> request = wire::DecodeRequest(frame);
     if (!request.ok()) {
@@ -87,14 +87,14 @@ void WireServer::Impl::Serve(int fd, const std::atomic<bool>& stopping) {
       const auto reply = wire::EncodeReply({Code::kInvalidArgument, n});
       iovec out[2] = {{const_cast<std::byte*>(reply.data()), reply.size()},
                       {const_cast<char*>(text.data()), n}};
-      (void)wire::WriteFull(fd, out, 2);
+      (void)wire::WriteFull(conn, out, 2);
       return;
     }
-    s = Handle(fd, *request, stopping, &read_buf, &write_buf);
+    s = Handle(conn, *request, stopping, &read_buf, &write_buf);
   }
 }
 
-Status WireServer::Impl::Handle(int fd, const wire::Request& request,
+Status WireServer::Impl::Handle(wire::Conn& conn, const wire::Request& request,
                                 const std::atomic<bool>& stopping, std::string* read_buf,
                                 std::string* write_buf) {
   wire::Reply reply;
@@ -105,7 +105,7 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request,
     // Bytes that arrive here are the chunk; the store copies them to its file. The whole
     // payload must come within the frame timeout, and memory grows only as it comes.
     AQ_RETURN_IF_ERROR(wire::ReadPayload(
-        fd, request.payload_bytes, write_buf,
+        conn, request.payload_bytes, write_buf,
         std::chrono::steady_clock::now() + std::chrono::seconds(wire::kFrameTimeoutSeconds)));
     status = store->Write(request.id, request.version, request.committed_version, *write_buf,
                           request.sync, FromWire(request.placement));
@@ -137,7 +137,7 @@ Status WireServer::Impl::Handle(int fd, const wire::Request& request,
   iovec out[3] = {{const_cast<std::byte*>(head.data()), head.size()},
                   {const_cast<char*>(text.data()), reply.message_bytes},
                   {const_cast<char*>(data.data()), data.size()}};
-  Status sent = wire::WriteFull(fd, out, 3);
+  Status sent = wire::WriteFull(conn, out, 3);
   if (read_buf->capacity() > kKeptBufferBytes) std::string().swap(*read_buf);
   return sent;
 }

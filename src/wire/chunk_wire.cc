@@ -177,24 +177,6 @@ Result<Reply> DecodeReply(std::span<const std::byte> f) {
   return r;
 }
 
-namespace {
-
-// Waits until `fd` is ready for `events` or the deadline passes. Errors: kUnavailable.
-Status Wait(int fd, short events, Deadline deadline) {
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Unavailable("wire: timed out");
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60000)));
-    if (n > 0) return OkStatus();  // readable, writable, or an error the next call reports
-    if (n < 0 && errno != EINTR) return Unavailable(std::string("wire: poll: ") +
-                                                    std::strerror(errno));
-  }
-}
-
-}  // namespace
-
 void ConsumeIov(struct iovec*& iov, int& iov_count, size_t sent) {
   while (iov_count > 0 && sent >= iov->iov_len) {
     sent -= iov->iov_len;
@@ -245,6 +227,16 @@ Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_fi
     return Unavailable(std::string("wire: recv: ") + std::strerror(errno));
   }
   return OkStatus();
+}
+
+Status SendAll(Conn& conn, struct iovec* iov, int iov_count, Deadline deadline) {
+  if (conn.ssl() != nullptr) return SendAllTls(conn, iov, iov_count, deadline);
+  return SendAll(conn.fd(), iov, iov_count, deadline);
+}
+
+Status RecvAll(Conn& conn, std::span<std::byte> out, Deadline deadline, bool wait_first) {
+  if (conn.ssl() != nullptr) return RecvAllTls(conn, out, deadline, wait_first);
+  return RecvAll(conn.fd(), out, deadline, wait_first);
 }
 
 Result<int> Connect(const std::string& host, uint16_t port, Deadline deadline) {

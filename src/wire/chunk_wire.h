@@ -31,6 +31,7 @@
 
 #include "aquifer/ids.h"
 #include "aquifer/status.h"
+#include "wire/conn.h"
 
 namespace aquifer::wire {
 
@@ -103,9 +104,8 @@ Result<Hello> DecodeHello(std::span<const std::byte> bytes);
 Result<Request> DecodeRequest(std::span<const std::byte> bytes);
 Result<Reply> DecodeReply(std::span<const std::byte> bytes);
 
-using Deadline = std::chrono::steady_clock::time_point;
-
-// Socket I/O on `fd` (any mode; waits with poll) that ends by `deadline`.
+// Socket I/O on `fd` or `conn` (any mode; waits with poll) that ends by `deadline`; a Conn with
+// a TLS session goes through it (conn.h), the `fd` forms are plain TCP.
 // SendAll writes every byte of `iov` (modified as it goes: the array is consumed), with
 // MSG_NOSIGNAL. RecvAll fills `out` completely; with `wait_first` it polls before its first
 // recv (one system call fewer when the bytes are known not to be there yet, as for a reply just
@@ -114,11 +114,13 @@ using Deadline = std::chrono::steady_clock::time_point;
 // Errors: kUnavailable with "timed out", "connection closed" (the peer closed before all bytes
 // came) or the errno text; the connection must then be closed (a frame may be half sent).
 Status SendAll(int fd, struct iovec* iov, int iov_count, Deadline deadline);
+Status SendAll(Conn& conn, struct iovec* iov, int iov_count, Deadline deadline);
 // Moves `iov` / `iov_count` past `sent` bytes just written (sendmsg's return) and past any empty
 // entries after them; the first partly written entry is trimmed in place. The shared step of
 // SendAll and WriteFull (connection.h). `sent` must not exceed the bytes left in the array.
 void ConsumeIov(struct iovec*& iov, int& iov_count, size_t sent);
 Status RecvAll(int fd, std::span<std::byte> out, Deadline deadline, bool wait_first = false);
+Status RecvAll(Conn& conn, std::span<std::byte> out, Deadline deadline, bool wait_first = false);
 
 // Connects a TCP socket to `host`:`port` (a numeric IPv4 or IPv6 address, or a name), with
 // TCP_NODELAY, by `deadline`. Returns the connected fd (the caller closes it).

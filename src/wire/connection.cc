@@ -44,7 +44,10 @@ Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<b
   return OkStatus();
 }
 
-Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) {
+namespace {
+
+template <class Socket>
+Status ReadPayloadOn(Socket& socket, uint64_t bytes, std::string* out, Deadline deadline) {
   out->clear();
   while (out->size() < bytes) {
     const uint64_t at = out->size();
@@ -52,12 +55,35 @@ Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) 
     // stays within about twice what the sender sent.
     const uint64_t step = std::clamp<uint64_t>(at, 64 << 10, 1 << 20);
     const uint64_t n = std::min(bytes - at, step);
-    AQ_RETURN_IF_ERROR(RecvAll(fd, {}, deadline, /*wait_first=*/true));
+    AQ_RETURN_IF_ERROR(RecvAll(socket, {}, deadline, /*wait_first=*/true));
     out->resize(at + n);
     AQ_RETURN_IF_ERROR(
-        RecvAll(fd, std::as_writable_bytes(std::span<char>(out->data() + at, n)), deadline));
+        RecvAll(socket, std::as_writable_bytes(std::span<char>(out->data() + at, n)), deadline));
   }
   return OkStatus();
+}
+
+}  // namespace
+
+Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline) {
+  return ReadPayloadOn(fd, bytes, out, deadline);
+}
+
+Status ReadPayload(Conn& conn, uint64_t bytes, std::string* out, Deadline deadline) {
+  return ReadPayloadOn(conn, bytes, out, deadline);
+}
+
+Status ReadFull(Conn& conn, std::span<std::byte> out, bool idle,
+                const std::atomic<bool>& stopping) {
+  if (conn.ssl() != nullptr) return ReadFullTls(conn, out, idle, stopping);
+  return ReadFull(conn.fd(), out, idle, stopping);
+}
+
+Status WriteFull(Conn& conn, iovec* iov, int iov_count) {
+  if (conn.ssl() == nullptr) return WriteFull(conn.fd(), iov, iov_count);
+  // A blocking socket with SO_SNDTIMEO: a frame that makes no progress for that long fails.
+  return SendAllTls(conn, iov, iov_count,
+                    std::chrono::steady_clock::now() + std::chrono::seconds(kFrameTimeoutSeconds));
 }
 
 Status WriteFull(int fd, iovec* iov, int iov_count) {
@@ -95,6 +121,7 @@ struct Listener::Impl {
   uint64_t instance = 0;
   uint32_t max_connections = 0;
   std::optional<ClusterKey> key;
+  std::shared_ptr<const Tls> tls;
   Serve serve;
   int listen_fd = -1;
   int wake_read = -1, wake_write = -1;  // a pipe: Shutdown wakes the accepting thread's poll
@@ -112,9 +139,12 @@ struct Listener::Impl {
   std::chrono::steady_clock::time_point next_refusal_log;
   std::chrono::steady_clock::time_point next_auth_log;  // also used by the acceptor only
 
-  // A connection in the handshake, owned by the accepting thread (no lock).
+  // A connection in the handshake (TLS, then the cluster key's), owned by the accepting thread
+  // (no lock).
   struct Pending {
-    int fd = -1;
+    Conn conn;
+    bool in_tls = false;    // the TLS handshake is not over yet
+    short events = POLLIN;  // what its poll waits for
     Nonce server_nonce{};
     std::array<std::byte, kNonceBytes + kMacBytes> answer{};  // client nonce, client proof
     size_t answer_bytes = 0;
@@ -125,12 +155,16 @@ struct Listener::Impl {
   void Accept();
   void AcceptOne(int fd);
   // Hands an accepted (or authenticated) connection to its own thread, unless max_connections
-  // are open. `send_hello`: the thread sends the hello first (no handshake ran).
-  void Admit(int fd, bool send_hello);
-  // Reads what the client sent of its answer; false when the connection is over (closed here).
+  // are open. `send_hello`: the thread sends the hello first (no key handshake ran).
+  void Admit(Conn conn, bool send_hello);
+  // Moves a pending handshake on as far as it can go now; false when the connection is no
+  // longer pending (admitted, or refused and closed here).
   bool Advance(Pending& p);
-  void Refuse(int fd, const char* reason);
-  void Run(int fd, bool send_hello);
+  // Sends the hello with the server's nonce (the key handshake's first step); false when the
+  // connection was refused.
+  bool SendHelloAndNonce(Pending& p);
+  void Refuse(Conn& conn, const std::string& reason);
+  void Run(Conn conn, bool send_hello);
 };
 
 namespace {
@@ -158,11 +192,12 @@ std::string PeerOf(int fd) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-// One non-blocking send of a short frame to a fresh socket (its send buffer is empty, so all of
-// it goes or the peer is gone).
-bool SendShort(int fd, std::span<const std::byte> bytes) {
-  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  return n == static_cast<ssize_t>(bytes.size());
+// One non-blocking send of a short frame to a fresh connection (its send buffer is empty, so
+// all of it goes or the peer is gone).
+bool SendShort(Conn& conn, std::span<const std::byte> bytes) {
+  short events = 0;
+  Result<size_t> n = WriteSome(conn, bytes, &events);
+  return n.ok() && *n == bytes.size();
 }
 
 }  // namespace
@@ -171,7 +206,11 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
                                                   const std::string& host, uint16_t port,
                                                   uint64_t instance, Serve serve,
                                                   uint32_t max_connections,
-                                                  std::optional<ClusterKey> key) {
+                                                  std::optional<ClusterKey> key,
+                                                  std::shared_ptr<const Tls> tls) {
+  if (tls != nullptr && !tls->is_server()) {
+    return InvalidArgument(name + ": TLS needs a server certificate and key (tls_cert, tls_key)");
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -212,6 +251,7 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& name,
   impl->instance = instance;
   impl->max_connections = max_connections;
   impl->key = key;
+  impl->tls = std::move(tls);
   impl->serve = std::move(serve);
   impl->listen_fd = fd;
   impl->wake_read = wake[0];
@@ -264,8 +304,8 @@ void Listener::Impl::Accept() {
     // Handshakes past their deadline end first.
     for (size_t i = 0; i < pending.size();) {
       if (pending[i].deadline <= now) {
-        Refuse(pending[i].fd, "handshake timed out");
-        pending[i] = pending.back();
+        Refuse(pending[i].conn, "handshake timed out");
+        pending[i] = std::move(pending.back());
         pending.pop_back();
       } else {
         ++i;
@@ -281,7 +321,7 @@ void Listener::Impl::Accept() {
     fds.clear();
     fds.push_back({wake_read, POLLIN, 0});
     fds.push_back({listen_fd, POLLIN, 0});
-    for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.conn.fd(), p.events, 0});
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (stopping) break;
     if (n < 0) {
@@ -293,7 +333,7 @@ void Listener::Impl::Accept() {
     std::vector<Pending> still;
     still.reserve(pending.size());
     for (size_t i = 0; i < pending.size(); ++i) {
-      if (fds[i + 2].revents == 0 || Advance(pending[i])) still.push_back(pending[i]);
+      if (fds[i + 2].revents == 0 || Advance(pending[i])) still.push_back(std::move(pending[i]));
     }
     pending.swap(still);
     if (fds[1].revents != 0) {
@@ -316,77 +356,112 @@ void Listener::Impl::Accept() {
       }
     }
   }
-  for (const Pending& p : pending) ::close(p.fd);
-  pending.clear();
+  pending.clear();  // closes them
   pending_count = 0;
 }
 
 void Listener::Impl::AcceptOne(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (!key) {
-    Admit(fd, /*send_hello=*/true);
-    return;
-  }
-  if (pending.size() >= kMaxPendingHandshakes) {
-    Refuse(fd, "too many handshakes at once");
+  if (!key && tls == nullptr) {
+    Admit(Conn(fd), /*send_hello=*/true);
     return;
   }
   Pending p;
-  p.fd = fd;
-  p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHandshakeTimeoutSeconds);
-  if (!RandomBytes(p.server_nonce).ok()) {
-    Refuse(fd, "no random nonce");
+  p.conn = Conn(fd);
+  if (pending.size() >= kMaxPendingHandshakes) {
+    Refuse(p.conn, "too many handshakes at once");
     return;
   }
+  p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHandshakeTimeoutSeconds);
+  if (key && !RandomBytes(p.server_nonce).ok()) {
+    Refuse(p.conn, "no random nonce");
+    return;
+  }
+  if (tls != nullptr) {
+    Result<Conn> session = NewTlsServerConn(p.conn.fd(), *tls);
+    (void)p.conn.Release();  // the fd now belongs to `session` (closed by it on failure)
+    if (!session.ok()) {
+      Conn closed;
+      Refuse(closed, session.status().message());
+      return;
+    }
+    p.conn = std::move(*session);
+    p.in_tls = true;
+    pending.push_back(std::move(p));  // the client speaks first (its ClientHello)
+    return;
+  }
+  if (SendHelloAndNonce(p)) pending.push_back(std::move(p));
+}
+
+bool Listener::Impl::SendHelloAndNonce(Pending& p) {
   std::array<std::byte, kHelloBytes + kNonceBytes> first;
   const auto hello = EncodeHello({kProtocolVersion, instance, /*auth=*/true});
   std::copy(hello.begin(), hello.end(), first.begin());
   std::copy(p.server_nonce.begin(), p.server_nonce.end(), first.begin() + kHelloBytes);
-  if (!SendShort(fd, first)) {
-    Refuse(fd, "closed before the hello");
-    return;
+  if (!SendShort(p.conn, first)) {
+    Refuse(p.conn, "closed before the hello");
+    return false;
   }
-  pending.push_back(p);
+  p.events = POLLIN;
+  return true;
 }
 
 bool Listener::Impl::Advance(Pending& p) {
-  const ssize_t n = ::recv(p.fd, p.answer.data() + p.answer_bytes,
-                           p.answer.size() - p.answer_bytes, MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-  if (n <= 0) {
-    Refuse(p.fd, n == 0 ? "closed in the handshake" : "recv failed in the handshake");
-    return false;
+  if (p.in_tls) {
+    bool done = false;
+    if (Status s = StepTlsAccept(p.conn, &done, &p.events); !s.ok()) {
+      Refuse(p.conn, "TLS handshake failed: " + s.message());
+      return false;
+    }
+    if (!done) return true;
+    p.in_tls = false;
+    if (!key) {
+      Admit(std::move(p.conn), /*send_hello=*/true);
+      return false;
+    }
+    return SendHelloAndNonce(p);
   }
-  p.answer_bytes += static_cast<size_t>(n);
-  if (p.answer_bytes < p.answer.size()) return true;
+  while (p.answer_bytes < p.answer.size()) {
+    Result<size_t> n = ReadSome(
+        p.conn, std::span(p.answer).subspan(p.answer_bytes), &p.events);
+    if (!n.ok()) {
+      Refuse(p.conn, n.status().message() == "wire: connection closed"
+                         ? "closed in the handshake"
+                         : "recv failed in the handshake");
+      return false;
+    }
+    if (*n == 0) return true;  // more to come: poll again
+    p.answer_bytes += *n;
+  }
   Nonce client_nonce;
   if (!CheckHandshakeAnswer(*key, instance, p.server_nonce, p.answer, &client_nonce).ok()) {
-    Refuse(p.fd, "wrong key");
+    Refuse(p.conn, "wrong key");
     return false;
   }
   const Mac proof = WireServerProof(*key, instance, p.server_nonce, client_nonce);
-  if (!SendShort(p.fd, proof)) {
-    Refuse(p.fd, "closed in the handshake");
+  if (!SendShort(p.conn, proof)) {
+    Refuse(p.conn, "closed in the handshake");
     return false;
   }
-  Admit(p.fd, /*send_hello=*/false);
+  Admit(std::move(p.conn), /*send_hello=*/false);
   return false;  // no longer pending
 }
 
-void Listener::Impl::Refuse(int fd, const char* reason) {
+void Listener::Impl::Refuse(Conn& conn, const std::string& reason) {
   const uint64_t count = unauthenticated.fetch_add(1) + 1;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_auth_log) {  // at most one line per 10 s however fast connections come
     Logger("wire")->warn("{} refused unauthenticated connection peer={} reason={} "
                          "refused_total={}",
-                         name, PeerOf(fd), reason, count);
+                         name, conn.valid() ? PeerOf(conn.fd()) : "?", reason, count);
     next_auth_log = now + std::chrono::seconds(10);
   }
-  ::close(fd);
+  conn.Close();
 }
 
-void Listener::Impl::Admit(int fd, bool send_hello) {
+void Listener::Impl::Admit(Conn conn, bool send_hello) {
+  const int fd = conn.fd();
   SetBlocking(fd, true);
   const timeval frame_timeout{kFrameTimeoutSeconds, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout);
@@ -394,7 +469,7 @@ void Listener::Impl::Admit(int fd, bool send_hello) {
   std::lock_guard lock(mu);
   if (open.size() >= max_connections) {
     refused.fetch_add(1);  // before the close the client sees
-    ::close(fd);
+    conn.Close();
     // At most one line per 10 s however fast connections come.
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_refusal_log) {
@@ -405,10 +480,11 @@ void Listener::Impl::Admit(int fd, bool send_hello) {
     return;
   }
   try {
-    std::thread([this, fd, send_hello] { Run(fd, send_hello); }).detach();
+    std::thread([this, c = std::move(conn), send_hello]() mutable {
+      Run(std::move(c), send_hello);
+    }).detach();
   } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
-    refused.fetch_add(1);
-    ::close(fd);
+    refused.fetch_add(1);  // the lambda holding the connection is gone: it is closed
     Logger("wire")->warn("{} refused a connection: no thread ({})", name, e.what());
     return;
   }
@@ -416,44 +492,45 @@ void Listener::Impl::Admit(int fd, bool send_hello) {
   open.insert(fd);  // under mu, so the new thread's erase comes after
 }
 
-void Listener::Impl::Run(int fd, bool send_hello) {
+void Listener::Impl::Run(Conn conn, bool send_hello) {
   bool ok = true;
   if (send_hello) {
     const auto hello = EncodeHello({kProtocolVersion, instance, /*auth=*/false});
     iovec iov{const_cast<std::byte*>(hello.data()), hello.size()};
-    ok = WriteFull(fd, &iov, 1).ok();
+    ok = WriteFull(conn, &iov, 1).ok();
   }
-  if (ok) serve(fd, stopping);
+  if (ok) serve(conn, stopping);
   // Closed under the lock, so Shutdown never shuts down a number another accept reused; the
   // notification comes after this thread's last use of the listener (at thread exit).
   std::unique_lock lock(mu);
-  open.erase(fd);
-  ::close(fd);
+  open.erase(conn.fd());
+  conn.Close();
   std::notify_all_at_thread_exit(ended, std::move(lock));
 }
 
 ConnectionPool::ConnectionPool(std::string host, uint16_t port, uint64_t instance,
-                               size_t max_idle, std::optional<ClusterKey> key)
-    : host_(std::move(host)), port_(port), instance_(instance), max_idle_(max_idle), key_(key) {}
+                               size_t max_idle, std::optional<ClusterKey> key,
+                               std::shared_ptr<const Tls> tls)
+    : host_(std::move(host)),
+      port_(port),
+      instance_(instance),
+      max_idle_(max_idle),
+      key_(key),
+      tls_(std::move(tls)) {}
 
 ConnectionPool::~ConnectionPool() { DropIdle(); }
 
 void ConnectionPool::DropIdle() {
   std::lock_guard lock(mu_);
-  for (int fd : idle_) ::close(fd);
-  idle_.clear();
+  idle_.clear();  // closes them
 }
 
-void ConnectionPool::Release(int fd) {
+void ConnectionPool::Release(Conn conn) {
   std::lock_guard lock(mu_);
-  if (idle_.size() < max_idle_) {
-    idle_.push_back(fd);
-  } else {
-    ::close(fd);
-  }
+  if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
 }
 
-Status ConnectionPool::Handshake(int fd, const Hello& hello, Deadline deadline) const {
+Status ConnectionPool::Handshake(Conn& conn, const Hello& hello, Deadline deadline) const {
   if (!hello.auth) {
     if (!key_) return OkStatus();
     return Unavailable("the server asks for no cluster key, so it cannot prove it holds ours: "
@@ -461,14 +538,14 @@ Status ConnectionPool::Handshake(int fd, const Hello& hello, Deadline deadline) 
   }
   if (!key_) return Unavailable("the server requires the cluster key and none is configured");
   Nonce server_nonce, client_nonce;
-  AQ_RETURN_IF_ERROR(RecvAll(fd, server_nonce, deadline));
+  AQ_RETURN_IF_ERROR(RecvAll(conn, server_nonce, deadline));
   AQ_RETURN_IF_ERROR(RandomBytes(client_nonce));
   const Mac proof = WireClientProof(*key_, hello.instance, server_nonce, client_nonce);
   iovec iov[2] = {{client_nonce.data(), client_nonce.size()},
                   {const_cast<std::byte*>(proof.data()), proof.size()}};
-  AQ_RETURN_IF_ERROR(SendAll(fd, iov, 2, deadline));
+  AQ_RETURN_IF_ERROR(SendAll(conn, iov, 2, deadline));
   Mac server_proof;
-  if (!RecvAll(fd, server_proof, deadline, /*wait_first=*/true).ok()) {
+  if (!RecvAll(conn, server_proof, deadline, /*wait_first=*/true).ok()) {
     return Unavailable("the server refused the handshake (a wrong cluster key?)");
   }
   if (!MacEqual(server_proof,
@@ -478,39 +555,43 @@ Status ConnectionPool::Handshake(int fd, const Hello& hello, Deadline deadline) 
   return OkStatus();
 }
 
-Result<int> ConnectionPool::Acquire(Deadline deadline, bool* reused) {
+Result<Conn> ConnectionPool::Acquire(Deadline deadline, bool* reused) {
   for (;;) {
-    int fd = -1;
+    Conn conn;
     {
       std::lock_guard lock(mu_);
       if (idle_.empty()) break;
-      fd = idle_.back();
+      conn = std::move(idle_.back());
       idle_.pop_back();
     }
-    // An idle connection has nothing to read: anything readable is the server's close (a
-    // restart), so the request never goes out on it.
-    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    // An idle connection has nothing to read (TLS sends nothing after its handshake either: no
+    // session tickets): anything readable is the server's close (a restart), so the request
+    // never goes out on it.
+    pollfd p{conn.fd(), POLLIN | POLLRDHUP, 0};
     if (::poll(&p, 1, 0) == 0) {
       *reused = true;
-      return fd;
+      return conn;
     }
-    ::close(fd);
   }
   *reused = false;
   Result<int> fd = Connect(host_, port_, deadline);
   if (!fd.ok()) return fd.status();
+  Conn conn(*fd);
+  if (tls_ != nullptr) {
+    Result<Conn> session = StartTlsClient(conn.Release(), *tls_,
+                                          host_ + ":" + std::to_string(port_), deadline);
+    if (!session.ok()) return session.status();
+    conn = std::move(*session);
+  }
   std::array<std::byte, kHelloBytes> frame;
-  Status s = RecvAll(*fd, frame, deadline, /*wait_first=*/true);
+  Status s = RecvAll(conn, frame, deadline, /*wait_first=*/true);
   Result<Hello> hello = s.ok() ? DecodeHello(frame) : Result<Hello>(s);
   if (hello.ok() && hello->instance != instance_) {
     hello = Unavailable("the port now belongs to another process (a restart)");
   }
-  Status auth = hello.ok() ? Handshake(*fd, *hello, deadline) : hello.status();
-  if (!auth.ok()) {
-    ::close(*fd);
-    return Unavailable(auth.message());
-  }
-  return *fd;
+  Status auth = hello.ok() ? Handshake(conn, *hello, deadline) : hello.status();
+  if (!auth.ok()) return Unavailable(auth.message());
+  return conn;
 }
 
 }  // namespace aquifer::wire

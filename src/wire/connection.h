@@ -18,6 +18,7 @@
 
 #include "aquifer/status.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 #include "wire/chunk_wire.h"
 
 namespace aquifer::wire {
@@ -32,14 +33,19 @@ inline constexpr int kFrameTimeoutSeconds = 60;
 inline constexpr int kIdleTimeoutSeconds = 600;
 inline constexpr int kHandshakeTimeoutSeconds = 5;
 inline constexpr size_t kMaxPendingHandshakes = 256;
+// The Conn forms go through the connection's TLS session when it has one (conn.h).
 Status ReadFull(int fd, std::span<std::byte> out, bool idle, const std::atomic<bool>& stopping);
+Status ReadFull(Conn& conn, std::span<std::byte> out, bool idle,
+                const std::atomic<bool>& stopping);
 Status WriteFull(int fd, struct iovec* iov, int iov_count);
+Status WriteFull(Conn& conn, struct iovec* iov, int iov_count);
 
 // Reads a frame's payload of `bytes` into *out (replaced), growing it only after bytes arrived
 // and by at most as much as has arrived (64 KiB at least, 1 MiB at most), so a sender that
 // announces a large payload and stalls costs about what it sent. The whole payload must arrive
 // by `deadline`. Errors: kUnavailable.
 Status ReadPayload(int fd, uint64_t bytes, std::string* out, Deadline deadline);
+Status ReadPayload(Conn& conn, uint64_t bytes, std::string* out, Deadline deadline);
 
 // The server's check of a client's handshake answer, the bytes the client sends after the
 // server's hello and nonce: its nonce then its proof (kNonceBytes + kMacBytes bytes). OK when
@@ -54,7 +60,7 @@ class Listener {
  public:
   // Serves one connection until it returns (the listener then shuts the socket down and, later,
   // closes it). `stopping` is set when the listener shuts down.
-  using Serve = std::function<void(int fd, const std::atomic<bool>& stopping)>;
+  using Serve = std::function<void(Conn& conn, const std::atomic<bool>& stopping)>;
 
   // Listens on `host`:`port` (port 0 = the kernel chooses; host "" = every address); each
   // accepted connection gets the hello with `instance`, then `serve` on its own thread. At most
@@ -67,12 +73,18 @@ class Listener {
   // most kHandshakeTimeoutSeconds. A wrong proof, a close or a timeout closes the connection at
   // once and counts it in connections_unauthenticated(), with at most one log line per 10 s.
   // Without a key every connection is served, as before the key existed.
+  //
+  // With `tls`, a TLS handshake (tls->server_ctx(), common/tls.h) comes before the hello, run by
+  // the accepting thread the same way and within the same deadline and limits; one that fails
+  // (a plain-TCP client, a client that does not trust the certificate) is refused and counted
+  // as above. Everything after it, the hello included, is inside the TLS session.
   // Errors: kUnavailable when the address cannot be bound; kInvalidArgument for a bad host.
   static Result<std::unique_ptr<Listener>> Start(const std::string& name, const std::string& host,
                                                  uint16_t port, uint64_t instance, Serve serve,
                                                  uint32_t max_connections = 1024,
                                                  std::optional<ClusterKey> key =
-                                                     ProcessClusterKey());
+                                                     ProcessClusterKey(),
+                                                 std::shared_ptr<const Tls> tls = ProcessTls());
   // Stops accepting, shuts every connection down (waking their threads) and joins them.
   // Idempotent.
   void Shutdown();
@@ -96,11 +108,13 @@ class Listener {
 // Idle connections to one server endpoint (host, port, and the instance its hello must carry).
 // With a `key`, a new connection runs the client side of the cluster-key handshake and refuses a
 // server that does not prove the key (or asks for none); without one, a server that asks for
-// the handshake is refused with a message naming the missing key. Thread-safe.
+// the handshake is refused with a message naming the missing key. With `tls`, each new
+// connection runs a TLS handshake (StartTlsClient) first. Thread-safe.
 class ConnectionPool {
  public:
   ConnectionPool(std::string host, uint16_t port, uint64_t instance, size_t max_idle = 32,
-                 std::optional<ClusterKey> key = ProcessClusterKey());
+                 std::optional<ClusterKey> key = ProcessClusterKey(),
+                 std::shared_ptr<const Tls> tls = ProcessTls());
   ~ConnectionPool();
 
   uint16_t port() const { return port_; }
@@ -110,23 +124,24 @@ class ConnectionPool {
   // whose hello carries the expected instance and whose handshake passed. Errors: kUnavailable
   // (refused, timed out, a hello from another process or protocol version, a handshake that
   // failed: a wrong key on either side, or a key on one side only).
-  Result<int> Acquire(Deadline deadline, bool* reused);
-  // Returns a connection whose last reply was read whole (else close it instead).
-  void Release(int fd);
+  Result<Conn> Acquire(Deadline deadline, bool* reused);
+  // Returns a connection whose last reply was read whole (else let it close instead).
+  void Release(Conn conn);
   // Closes every idle connection.
   void DropIdle();
 
  private:
   // The client side of the handshake after `hello` on a new connection. Errors: kUnavailable.
-  Status Handshake(int fd, const Hello& hello, Deadline deadline) const;
+  Status Handshake(Conn& conn, const Hello& hello, Deadline deadline) const;
 
   const std::string host_;
   const uint16_t port_;
   const uint64_t instance_;
   const size_t max_idle_;
   const std::optional<ClusterKey> key_;
+  const std::shared_ptr<const Tls> tls_;
   std::mutex mu_;  // guards idle_
-  std::vector<int> idle_;
+  std::vector<Conn> idle_;
 };
 
 }  // namespace aquifer::wire

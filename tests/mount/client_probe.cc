@@ -127,14 +127,14 @@ int main(int argc, char** argv) {
                                        static_cast<uint16_t>(info.wire_port()),
                                        info.wire_instance());
     bool reused = false;
-    aquifer::Result<int> fd =
+    aquifer::Result<aquifer::wire::Conn> fd =
         pool.Acquire(std::chrono::steady_clock::now() + std::chrono::seconds(20), &reused);
     if (!fd.ok()) {
       std::printf("code=%d message=%s\n", static_cast<int>(fd.status().code()),
                   fd.status().message().c_str());
       return 1;
     }
-    pool.Release(*fd);
+    pool.Release(std::move(*fd));
     std::printf("code=0 message=handshake passed\n");
     return 0;
   }

@@ -27,22 +27,22 @@ TEST(ConnectionTest, ClosedConnectionsAreFreedAtOnceAndTheLimitIsKept) {
   Result<std::unique_ptr<Listener>> l = Listener::Start("test", "127.0.0.1", 0, 42, Echo, 3);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ConnectionPool pool("127.0.0.1", (*l)->port(), 42);
-  std::vector<int> fds;
+  std::vector<Conn> fds;
   for (int i = 0; i < 3; ++i) {
     bool reused = true;
-    Result<int> fd = pool.Acquire(Soon(), &reused);
+    Result<Conn> fd = pool.Acquire(Soon(), &reused);
     ASSERT_TRUE(fd.ok()) << fd.status().ToString();
     EXPECT_FALSE(reused);
-    fds.push_back(*fd);
+    fds.push_back(std::move(*fd));
   }
   EXPECT_TRUE(WaitFor([&] { return (*l)->connections_open() == 3; }));
   // A fourth is closed at accept: no hello.
   bool reused = false;
-  Result<int> fourth = pool.Acquire(Soon(), &reused);
+  Result<Conn> fourth = pool.Acquire(Soon(), &reused);
   EXPECT_FALSE(fourth.ok());
   EXPECT_TRUE(WaitFor([&] { return (*l)->connections_refused() == 1; }));
   // Closing them frees their server side with no new connection arriving.
-  for (int fd : fds) ::close(fd);
+  fds.clear();  // closes them
   EXPECT_TRUE(WaitFor([&] { return (*l)->connections_open() == 0; }))
       << (*l)->connections_open() << " still open";
   (*l)->Shutdown();
@@ -54,13 +54,13 @@ TEST(ConnectionTest, PoolNeverReusesAConnectionTheServerClosedAndChecksTheHello)
   const uint16_t port = (*l)->port();
   ConnectionPool pool("127.0.0.1", port, 7);
   bool reused = false;
-  Result<int> fd = pool.Acquire(Soon(), &reused);
+  Result<Conn> fd = pool.Acquire(Soon(), &reused);
   ASSERT_TRUE(fd.ok());
-  pool.Release(*fd);
+  pool.Release(std::move(*fd));
   fd = pool.Acquire(Soon(), &reused);
   ASSERT_TRUE(fd.ok());
   EXPECT_TRUE(reused);  // the idle one, still open
-  pool.Release(*fd);
+  pool.Release(std::move(*fd));
   // The server goes away (and its idle connection with it): the pool does not hand it out.
   (*l)->Shutdown();
   l->reset();
@@ -105,7 +105,8 @@ int ThreadCount() {
 }
 
 // One echo round trip on a served connection.
-bool Echoes(int fd) {
+template <class Socket>
+bool Echoes(Socket& fd) {
   std::array<std::byte, 1> b{std::byte{42}};
   iovec iov{b.data(), 1};
   if (!SendAll(fd, &iov, 1, Soon()).ok()) return false;
@@ -121,7 +122,7 @@ TEST(ConnectionAuthTest, OnlyAClientThatProvesTheKeyIsServed) {
   bool reused = false;
 
   ConnectionPool right("127.0.0.1", port, 9, 32, key);
-  Result<int> fd = right.Acquire(Soon(), &reused);
+  Result<Conn> fd = right.Acquire(Soon(), &reused);
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   EXPECT_TRUE(Echoes(*fd));
 
@@ -135,7 +136,7 @@ TEST(ConnectionAuthTest, OnlyAClientThatProvesTheKeyIsServed) {
   };
   for (const Row& row : rows) {
     ConnectionPool pool("127.0.0.1", port, 9, 32, row.key);
-    Result<int> refused = pool.Acquire(Soon(), &reused);
+    Result<Conn> refused = pool.Acquire(Soon(), &reused);
     ASSERT_FALSE(refused.ok()) << row.name;
     EXPECT_EQ(refused.status().code(), Code::kUnavailable) << row.name;
     EXPECT_NE(refused.status().message().find(row.message), std::string::npos)
@@ -144,7 +145,7 @@ TEST(ConnectionAuthTest, OnlyAClientThatProvesTheKeyIsServed) {
   EXPECT_TRUE(WaitFor([&] { return (*l)->connections_unauthenticated() == 2; }))
       << (*l)->connections_unauthenticated();
   EXPECT_EQ((*l)->connections_accepted(), 1u);  // only the right key got a thread
-  ::close(*fd);
+  fd->Close();
 }
 
 TEST(ConnectionAuthTest, AKeyedClientRefusesAServerWithoutTheKey) {
@@ -152,7 +153,7 @@ TEST(ConnectionAuthTest, AKeyedClientRefusesAServerWithoutTheKey) {
   ASSERT_TRUE(l.ok());
   ConnectionPool pool("127.0.0.1", (*l)->port(), 5, 32, KeyOf(1));
   bool reused = false;
-  Result<int> fd = pool.Acquire(Soon(), &reused);
+  Result<Conn> fd = pool.Acquire(Soon(), &reused);
   ASSERT_FALSE(fd.ok());
   EXPECT_NE(fd.status().message().find("cannot prove"), std::string::npos)
       << fd.status().message();

@@ -467,7 +467,8 @@ TEST(WireFuzzTest, ReadPayloadAllocatesAboutWhatArrivedWhateverTheAnnouncedLengt
 
 // ---- the handshake over loopback ------------------------------------------------------------
 
-bool Echoes(int fd) {
+template <class Socket>
+bool Echoes(Socket& fd) {
   std::array<std::byte, 1> b{std::byte{42}};
   iovec iov{b.data(), 1};
   if (!SendAll(fd, &iov, 1, Soon()).ok()) return false;
@@ -531,10 +532,10 @@ TEST(WireFuzzTest, MutatedHandshakeAnswersAreRefusedAndTheListenerGoesOnServing)
   EXPECT_EQ((*l)->connections_accepted(), static_cast<uint64_t>(served));
   ConnectionPool pool("127.0.0.1", port, kInstance, 4, key);
   bool reused = false;
-  Result<int> fd = pool.Acquire(Soon(), &reused);
+  Result<Conn> fd = pool.Acquire(Soon(), &reused);
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   EXPECT_TRUE(Echoes(*fd));
-  ::close(*fd);
+  fd->Close();
 }
 
 // A hostile server: hellos, nonces and proofs mutated, cut short or never sent. A keyed client
@@ -625,11 +626,11 @@ TEST(WireFuzzTest, AKeyedClientRefusesEveryMutatedServerHandshakeByItsDeadline) 
     ConnectionPool pool("127.0.0.1", port, kInstance, 1, key);
     bool reused = false;
     const auto deadline = Clock::now() + std::chrono::milliseconds(200);
-    Result<int> fd = pool.Acquire(deadline, &reused);
+    Result<Conn> fd = pool.Acquire(deadline, &reused);
     EXPECT_LT(Clock::now() - deadline, std::chrono::milliseconds(500)) << "case " << i;
     if (fd.ok()) {
       taken[i] = 1;
-      ::close(*fd);
+      fd->Close();
       continue;
     }
     ++refused;

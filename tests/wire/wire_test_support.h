@@ -29,11 +29,11 @@ inline bool WaitFor(const std::function<bool()>& pred) {
 }
 
 // A Listener handler: echoes one byte per byte received, until the peer closes.
-inline void Echo(int fd, const std::atomic<bool>& stopping) {
+inline void Echo(Conn& conn, const std::atomic<bool>& stopping) {
   std::array<std::byte, 1> b;
-  while (ReadFull(fd, b, /*idle=*/true, stopping).ok()) {
+  while (ReadFull(conn, b, /*idle=*/true, stopping).ok()) {
     iovec iov{b.data(), 1};
-    if (!WriteFull(fd, &iov, 1).ok()) return;
+    if (!WriteFull(conn, &iov, 1).ok()) return;
   }
 }
 

@@ -1042,8 +1042,8 @@ class GrpcMetaClient final : public MetaClient {
       return std::nullopt;
     }
     bool reused = false;
-    Result<int> fd = pool->Acquire(deadline, &reused);
-    if (!fd.ok()) {
+    Result<wire::Conn> conn = pool->Acquire(deadline, &reused);
+    if (!conn.ok()) {
       // 1 s after the first failure, doubling up to 64 s while they go on (a firewall that
       // drops packets costs a connect timeout per try); a new session resets it.
       std::lock_guard lock(wire_mu_);
@@ -1052,7 +1052,7 @@ class GrpcMetaClient final : public MetaClient {
       return std::nullopt;
     }
     auto lost_after_send = [&](const Status& s) -> std::optional<grpc::Status> {
-      ::close(*fd);
+      conn->Close();
       pool->DropIdle();
       *lost = s;
       return std::nullopt;
@@ -1060,21 +1060,21 @@ class GrpcMetaClient final : public MetaClient {
     const auto head = wire::EncodeCall({method, static_cast<uint32_t>(payload.size())});
     iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
                     {payload.data(), payload.size()}};
-    Status s = wire::SendAll(*fd, iov, 2, deadline);
+    Status s = wire::SendAll(*conn, iov, 2, deadline);
     if (!s.ok()) return lost_after_send(s);
     std::array<std::byte, wire::kCallHeaderBytes> frame;
-    s = wire::RecvAll(*fd, frame, deadline, /*wait_first=*/true);
+    s = wire::RecvAll(*conn, frame, deadline, /*wait_first=*/true);
     if (!s.ok()) return lost_after_send(s);
     Result<wire::CallReplyHeader> reply = wire::DecodeCallReply(frame);
     if (!reply.ok()) {
-      ::close(*fd);
+      conn->Close();
       return grpc::Status(grpc::StatusCode::INTERNAL, reply.status().message());
     }
     std::string bytes(reply->payload_bytes, '\0');
-    s = wire::RecvAll(*fd, std::as_writable_bytes(std::span<char>(bytes.data(), bytes.size())),
+    s = wire::RecvAll(*conn, std::as_writable_bytes(std::span<char>(bytes.data(), bytes.size())),
                       deadline);
     if (!s.ok()) return lost_after_send(s);
-    pool->Release(*fd);
+    pool->Release(std::move(*conn));
     switch (reply->outcome) {
       case wire::CallOutcome::kUnknownMethod:
         return std::nullopt;

@@ -153,17 +153,17 @@ class WireDataClient final : public DataClient {
       if (!pool.ok()) return pool.status();
       if (*over_grpc) return last;
       bool reused = false;
-      Result<int> fd = (*pool)->Acquire(deadline, &reused);
-      if (!fd.ok() && probed) {
+      Result<wire::Conn> conn = (*pool)->Acquire(deadline, &reused);
+      if (!conn.ok() && probed) {
         // The server answered Info a moment ago, yet its wire gives no connection.
-        UseGrpcForAWhile(fd.status());
+        UseGrpcForAWhile(conn.status());
         *over_grpc = true;
         return last;
       }
-      if (!fd.ok()) {
+      if (!conn.ok()) {
         // Refused, or another process's hello: the server may have restarted on a new port.
         Forget();
-        last = Unavailable("data server " + address_ + ": " + fd.status().message());
+        last = Unavailable("data server " + address_ + ": " + conn.status().message());
         if (Clock::now() >= deadline) break;
         continue;
       }
@@ -173,12 +173,8 @@ class WireDataClient final : public DataClient {
       }
       bool answered = false;  // the reply header came: the request reached the server
       bool reusable = false;  // the whole reply was read: the connection is in step
-      Result<ChunkData> r = Exchange(*fd, request, payload, deadline, &answered, &reusable);
-      if (reusable) {
-        (*pool)->Release(*fd);
-      } else {
-        ::close(*fd);
-      }
+      Result<ChunkData> r = Exchange(*conn, request, payload, deadline, &answered, &reusable);
+      if (reusable) (*pool)->Release(std::move(*conn));  // else it closes here
       if (answered || r.ok() || r.status().code() != Code::kUnavailable) return r;
       last = r.status();
       if (!reused || Clock::now() >= deadline) break;
@@ -189,9 +185,9 @@ class WireDataClient final : public DataClient {
     return last;
   }
 
-  // One request and its reply on `fd`. Sets *answered once the reply header arrived, and
+  // One request and its reply on `conn`. Sets *answered once the reply header arrived, and
   // *reusable when the whole reply was read and well formed (the connection can carry another).
-  Result<ChunkData> Exchange(int fd, const wire::Request& request,
+  Result<ChunkData> Exchange(wire::Conn& conn, const wire::Request& request,
                              std::span<const std::byte> payload, Clock::time_point deadline,
                              bool* answered, bool* reusable) {
     const auto head = wire::EncodeRequest(request);
@@ -203,16 +199,16 @@ class WireDataClient final : public DataClient {
     auto malformed = [&](const std::string& what) {
       return Internal("data server " + address_ + ": malformed chunk wire reply: " + what);
     };
-    Status s = wire::SendAll(fd, out, 2, deadline);
+    Status s = wire::SendAll(conn, out, 2, deadline);
     if (!s.ok()) return failed(s);
     std::array<std::byte, wire::kReplyBytes> frame;
-    s = wire::RecvAll(fd, frame, deadline, /*wait_first=*/true);
+    s = wire::RecvAll(conn, frame, deadline, /*wait_first=*/true);
     if (!s.ok()) return failed(s);
     *answered = true;
     Result<wire::Reply> reply = wire::DecodeReply(frame);
     if (!reply.ok()) return malformed(reply.status().message());
     std::string message(reply->message_bytes, '\0');
-    s = wire::RecvAll(fd, std::as_writable_bytes(std::span<char>(message.data(), message.size())),
+    s = wire::RecvAll(conn, std::as_writable_bytes(std::span<char>(message.data(), message.size())),
                       deadline);
     if (!s.ok()) return failed(s);
     if (reply->code != Code::kOk) {
@@ -231,7 +227,7 @@ class WireDataClient final : public DataClient {
     // The one copy of the bytes in the client: from the socket to where the cache keeps them,
     // in a recycled buffer whose pages are already there (recv_buffers.h).
     std::shared_ptr<std::byte[]> buffer = RecvBuffer(reply->data_bytes);
-    s = wire::RecvAll(fd, std::span<std::byte>(buffer.get(), reply->data_bytes), deadline);
+    s = wire::RecvAll(conn, std::span<std::byte>(buffer.get(), reply->data_bytes), deadline);
     if (!s.ok()) return failed(s);
     *reusable = true;
     ChunkData data;

@@ -1185,12 +1185,12 @@ class WireDispatch {
   }
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.
-  void Serve(int fd, const std::atomic<bool>& stopping) const {
+  void Serve(wire::Conn& conn, const std::atomic<bool>& stopping) const {
     constexpr size_t kKeptBufferBytes = 2u << 20;
     std::string in, out;
     for (;;) {
       std::array<std::byte, wire::kCallHeaderBytes> head;
-      if (!wire::ReadFull(fd, head, /*idle=*/true, stopping).ok()) return;
+      if (!wire::ReadFull(conn, head, /*idle=*/true, stopping).ok()) return;
       Result<wire::CallHeader> call = wire::DecodeCall(head);
       if (!call.ok()) {
         // At most one line per 10 s: a peer can send bad frames as fast as it can connect.
@@ -1203,7 +1203,7 @@ class WireDispatch {
       }
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(wire::kFrameTimeoutSeconds);
-      if (!wire::ReadPayload(fd, call->payload_bytes, &in, deadline).ok()) return;
+      if (!wire::ReadPayload(conn, call->payload_bytes, &in, deadline).ok()) return;
       out.clear();
       wire::CallReplyHeader reply;
       const auto& run = table_[static_cast<size_t>(call->method)];
@@ -1222,7 +1222,7 @@ class WireDispatch {
       iovec iov[2] = {{const_cast<std::byte*>(reply_head.data()), reply_head.size()},
                       {out.data(), out.size()}};
       calls_.fetch_add(1);
-      if (!wire::WriteFull(fd, iov, 2).ok()) return;
+      if (!wire::WriteFull(conn, iov, 2).ok()) return;
       if (in.capacity() > kKeptBufferBytes) std::string().swap(in);
       if (out.capacity() > kKeptBufferBytes) std::string().swap(out);
     }
@@ -1291,7 +1291,9 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
     const WireDispatch* dispatch = out->impl_->dispatch.get();
     Result<std::unique_ptr<wire::Listener>> listener = wire::Listener::Start(
         "metadata wire", host, wire_port, instance,
-        [dispatch](int fd, const std::atomic<bool>& stopping) { dispatch->Serve(fd, stopping); });
+        [dispatch](wire::Conn& conn, const std::atomic<bool>& stopping) {
+          dispatch->Serve(conn, stopping);
+        });
     if (!listener.ok()) return listener.status();
     out->impl_->wire = std::move(*listener);
     out->impl_->service->SetWire(out->impl_->wire->port(), instance);

@@ -116,13 +116,13 @@ TEST_F(AuthClusterTest, EveryMethodAndBothWiresRefuseAWrongKeyOrNone) {
     bool reused = false;
     for (const Caller& c : refused) {
       wire::ConnectionPool pool("127.0.0.1", w.port, w.instance, 1, c.key);
-      Result<int> fd = pool.Acquire(soon(), &reused);
+      Result<wire::Conn> fd = pool.Acquire(soon(), &reused);
       EXPECT_FALSE(fd.ok()) << w.name << " " << c.name;
     }
     wire::ConnectionPool pool("127.0.0.1", w.port, w.instance, 1, key);
-    Result<int> fd = pool.Acquire(soon(), &reused);
+    Result<wire::Conn> fd = pool.Acquire(soon(), &reused);
     ASSERT_TRUE(fd.ok()) << w.name << ": " << fd.status().ToString();
-    pool.Release(*fd);
+    pool.Release(std::move(*fd));
   }
 
   // And the client library end to end, with the process's key.
