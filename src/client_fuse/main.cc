@@ -31,6 +31,7 @@
 #include "common/allocator.h"
 #include "common/client_credential.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 #include "common/lock_checks.h"
 #include "common/http_endpoint.h"
 #include "common/logging.h"
@@ -222,6 +223,16 @@ int Run(int argc, char** argv) {
       !key.ok()) {
     fprintf(stderr, "aquifer-mount: key: %s\n", key.ToString().c_str());
     return 2;
+  }
+  if (Result<std::shared_ptr<const Tls>> tls =
+          LoadTlsForProcess(false, {opts.tls_ca, "", "", opts.tls_server_name}, false);
+      !tls.ok()) {
+    fprintf(stderr, "aquifer-mount: TLS: %s\n", tls.status().ToString().c_str());
+    return 2;
+  } else if (*tls != nullptr) {
+    Logger("mount")->info("TLS on: ca={} server_name={}",
+                          opts.tls_ca.empty() ? "$AQUIFER_TLS_CA" : opts.tls_ca,
+                          (*tls)->server_name());
   }
   if (client_credential) {
     // The wires' handshake proves the cluster key itself; a client credential calls over gRPC,

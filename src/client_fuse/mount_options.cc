@@ -75,6 +75,10 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       opts.http_port_file = std::string(value);
     } else if (key == "key") {
       opts.key_file = std::string(value);
+    } else if (key == "tls_ca") {
+      opts.tls_ca = std::string(value);
+    } else if (key == "tls_server_name") {
+      opts.tls_server_name = std::string(value);
     } else if (key == "transport") {
       if (value == "auto") {
         opts.transport = FuseTransport::kAuto;
@@ -177,7 +181,9 @@ const char* UsageText() {
          "  log_level=L, log_file=F, client_name=NAME, data_wire=0|1, meta_wire=0|1,\n"
          "  http_listen=HOST:PORT (serve /metrics there; port 0: kernel chooses), http_port_file=F\n"
          "  (write the bound HOST:PORT there), key=FILE (the cluster key file or a client\n"
-         "  credential from `aquifer client add`, 0600),\n"
+         "  credential from `aquifer client add`, 0600), tls_ca=FILE (TLS to every server,\n"
+         "  trusting this CA's certificates; default $AQUIFER_TLS_CA), tls_server_name=NAME\n"
+         "  (the name the servers' certificates carry, aquifer),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lazy_opens=0|1 (read-only opens of files known under the cache lease cost no\n"
          "  metadata call, 1), transport=auto|uring|dev (FUSE over io_uring or /dev/fuse;\n"

@@ -38,6 +38,9 @@ struct MountOptions {
   std::string http_port_file;         // -o http_port_file=F: write the bound HTTP HOST:PORT there
   std::string key_file;               // -o key=FILE: the cluster key file (0600); "" (default):
                                       //   $AQUIFER_KEY_FILE, else none (a keyed cluster refuses)
+  std::string tls_ca;                 // -o tls_ca=FILE: TLS to every server, trusting this CA
+                                      // (PEM); "" (default): $AQUIFER_TLS_CA, else plain TCP
+  std::string tls_server_name = "aquifer";  // -o tls_server_name=NAME: what certificates name
   bool data_wire = true;              // -o data_wire=0|1: chunk I/O on the chunk wire (default 1)
   bool meta_wire = true;              // -o meta_wire=0|1: metadata calls on the metadata wire
   bool cache_leases = true;           // -o cache_leases=0|1: take cache leases, so other hosts'

@@ -23,6 +23,11 @@ void ConfigFileOptions::Add(const std::string& flag, uint64_t* field, const std:
   Register(flag, Kind::kUint64, field);
 }
 
+void ConfigFileOptions::Add(const std::string& flag, bool* field, const std::string& help) {
+  app_.add_flag(flag, *field, help);
+  Register(flag, Kind::kBool, field);
+}
+
 void ConfigFileOptions::AddConfigFileFlag(const std::string& flag, std::string* path,
                                           const std::string& help) {
   app_.add_option(flag, *path, help);
@@ -57,6 +62,13 @@ namespace {
 // otherwise.
 bool SetString(const toml::node& node, std::string* field) {
   auto v = node.value<std::string>();
+  if (!v) return false;
+  *field = *v;
+  return true;
+}
+
+bool SetBool(const toml::node& node, bool* field) {
+  auto v = node.value_exact<bool>();
   if (!v) return false;
   *field = *v;
   return true;
@@ -97,6 +109,7 @@ Status ConfigFileOptions::ApplyFile(const std::string& path) const {
       case Kind::kString: ok = SetString(node, static_cast<std::string*>(key->field)); break;
       case Kind::kUint32: ok = SetUnsigned(node, static_cast<uint32_t*>(key->field)); break;
       case Kind::kUint64: ok = SetUnsigned(node, static_cast<uint64_t*>(key->field)); break;
+      case Kind::kBool: ok = SetBool(node, static_cast<bool*>(key->field)); break;
     }
     if (!ok) return InvalidArgument("config " + path + ": bad value for " + name);
   }

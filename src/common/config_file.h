@@ -39,6 +39,8 @@ class ConfigFileOptions {
   void Add(const std::string& flag, std::string* field, const std::string& help);
   void Add(const std::string& flag, uint32_t* field, const std::string& help);
   void Add(const std::string& flag, uint64_t* field, const std::string& help);
+  // A switch: the flag takes no value (given = true); the file's key a TOML boolean.
+  void Add(const std::string& flag, bool* field, const std::string& help);
 
   // Adds the flag `flag` ("--config") whose value, a path, names the TOML file Parse() applies
   // ("" = none). It is not a key of the file. Call at most once.
@@ -61,7 +63,7 @@ class ConfigFileOptions {
   Status ApplyFile(const std::string& path) const;
 
  private:
-  enum class Kind : uint8_t { kString, kUint32, kUint64 };
+  enum class Kind : uint8_t { kString, kUint32, kUint64, kBool };
   struct Key {
     std::string name;  // without the leading "--"
     Kind kind;

@@ -17,6 +17,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -208,6 +209,31 @@ std::shared_ptr<const Tls> ProcessTls() {
 void SetProcessTls(std::shared_ptr<const Tls> tls) {
   std::lock_guard lock(process_tls_mu);
   process_tls = std::move(tls);
+}
+
+Result<std::shared_ptr<const Tls>> LoadTlsForProcess(bool on, const TlsFiles& files,
+                                                     bool server) {
+  TlsFiles f = files;
+  if (server && !on) {
+    if (!f.ca_file.empty() || !f.cert_file.empty() || !f.key_file.empty()) {
+      return InvalidArgument("tls is off but tls_ca, tls_cert or tls_key is set: add tls = true "
+                             "(--tls) or remove them");
+    }
+    SetProcessTls(nullptr);
+    return std::shared_ptr<const Tls>();
+  }
+  if (!server && f.ca_file.empty()) {
+    const char* env = std::getenv("AQUIFER_TLS_CA");
+    if (env != nullptr && *env != '\0') f.ca_file = env;
+  }
+  if (!server && f.ca_file.empty()) {
+    SetProcessTls(nullptr);
+    return std::shared_ptr<const Tls>();
+  }
+  Result<std::shared_ptr<const Tls>> tls = Tls::Load(f, server);
+  if (!tls.ok()) return tls.status();
+  SetProcessTls(*tls);
+  return *tls;
 }
 
 namespace {

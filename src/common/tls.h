@@ -68,6 +68,14 @@ class Tls {
 std::shared_ptr<const Tls> ProcessTls();
 void SetProcessTls(std::shared_ptr<const Tls> tls);
 
+// For a program's start-up. A server (`server` true) with `on` loads all of `files`; a client is
+// on when files.ca_file is set, or else $AQUIFER_TLS_CA is (the CLI's and tools' fallback). Sets
+// the process TLS (none when off) and returns what it loaded (null when off). Errors: Load's;
+// kInvalidArgument for a server given TLS files with TLS off ("tls is off but tls_ca is set"),
+// so a config that meant TLS never runs in clear by a typo.
+Result<std::shared_ptr<const Tls>> LoadTlsForProcess(bool on, const TlsFiles& files,
+                                                     bool server);
+
 // Makes a new private CA and one server certificate it signs, for a cluster that has no PKI of
 // its own: `dir`/ca.pem (the CA certificate: give it to every client), `dir`/ca.key (its key,
 // keep it to sign more), `dir`/server.pem and `dir`/server.key (every server's), the keys 0600.

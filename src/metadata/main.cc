@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 #include "common/port_file.h"
 #include "metadata/meta_metrics.h"
 #include "metadata/metadata_service.h"
@@ -51,6 +52,18 @@ int main(int argc, char** argv) {
     } else {
       Logger("meta")->info("cluster key file={}", key_path);
     }
+    Result<std::shared_ptr<const Tls>> tls = LoadTlsForProcess(
+        options->tls,
+        {options->tls_ca, options->tls_cert, options->tls_key, options->tls_server_name},
+        /*server=*/true);
+    if (!tls.ok()) {
+      std::cerr << "aquifer-meta: TLS: " << tls.status().ToString() << "\n";
+      return 2;
+    }
+    if (*tls != nullptr) {
+      Logger("meta")->info("TLS on: certificate={} ca={} server_name={}", options->tls_cert,
+                           options->tls_ca, options->tls_server_name);
+    }
   }
   TuneAllocator();
   DisableMutexDeadlockDetection();
@@ -62,6 +75,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error return, not a signal (TLS)
 
   auto store = OpenRocksStore(options->db);
   if (!store.ok()) {

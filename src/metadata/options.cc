@@ -28,6 +28,13 @@ Result<MetaOptions> ParseMetaOptions(int argc, char** argv, std::string* help_ou
               "empty: no client credential is accepted");
   options.Add("--capability-lifetime-s", &o.capability_lifetime_s,
               "chunk capabilities for client credentials are good this long, s (2..600)");
+  options.Add("--tls", &o.tls,
+              "TLS on every gRPC and wire port (needs --tls-ca, --tls-cert, --tls-key)");
+  options.Add("--tls-ca", &o.tls_ca, "PEM file: the CA that signs the servers' certificates");
+  options.Add("--tls-cert", &o.tls_cert, "PEM file: this server's certificate");
+  options.Add("--tls-key", &o.tls_key, "PEM file: its private key (mode 0600)");
+  options.Add("--tls-server-name", &o.tls_server_name,
+              "the DNS name every server's certificate carries (clients check it)");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--k", &o.k, "default data units per stripe");
   options.Add("--m", &o.m, "default parity units per stripe");

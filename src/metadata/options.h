@@ -18,6 +18,11 @@ struct MetaOptions {
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   std::string key;                     // cluster key file (0600, 64 hex digits); "" =
                                        // $AQUIFER_KEY_FILE, else none: serves anyone
+  bool tls = false;                    // TLS on every port (docs/operations.md "TLS")
+  std::string tls_ca;                  // PEM: the CA that signs the servers' certificates
+  std::string tls_cert;                // PEM: this server's certificate
+  std::string tls_key;                 // PEM: its key (0600)
+  std::string tls_server_name = "aquifer";  // the name the certificates carry
   std::string clients;                 // client registry file (docs/operations.md "Client
                                        // credentials"); "" = cluster-key holders only
   uint32_t capability_lifetime_s = 600;  // chunk capabilities signed for client credentials

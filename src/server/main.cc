@@ -6,6 +6,7 @@
 
 #include "common/allocator.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 #include "common/http_endpoint.h"
 #include "common/lock_checks.h"
 #include "common/logging.h"
@@ -37,6 +38,19 @@ int main(int argc, char** argv) {
                          "served unauthenticated");
     } else {
       aquifer::Logger("data")->info("cluster key file={}", key_path);
+    }
+    aquifer::Result<std::shared_ptr<const aquifer::Tls>> tls = aquifer::LoadTlsForProcess(
+        options->tls,
+        {options->tls_ca, options->tls_cert, options->tls_key, options->tls_server_name},
+        /*server=*/true);
+    if (!tls.ok()) {
+      std::cerr << "aquifer-data: TLS: " << tls.status().ToString() << "\n";
+      return 2;
+    }
+    if (*tls != nullptr) {
+      aquifer::Logger("data")->info("TLS on: certificate={} ca={} server_name={}",
+                                    options->tls_cert, options->tls_ca,
+                                    options->tls_server_name);
     }
   }
   aquifer::TuneAllocator();

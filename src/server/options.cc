@@ -37,6 +37,13 @@ Result<DataServerOptions> ParseDataServerOptions(int argc, char** argv, std::str
   options.Add("--key", &o.key,
               "cluster key file (0600; `aquifer cluster key new FILE` makes one); default "
               "$AQUIFER_KEY_FILE; none: every connection is served (warned)");
+  options.Add("--tls", &o.tls,
+              "TLS on every gRPC and wire port (needs --tls-ca, --tls-cert, --tls-key)");
+  options.Add("--tls-ca", &o.tls_ca, "PEM file: the CA that signs the servers' certificates");
+  options.Add("--tls-cert", &o.tls_cert, "PEM file: this server's certificate");
+  options.Add("--tls-key", &o.tls_key, "PEM file: its private key (mode 0600)");
+  options.Add("--tls-server-name", &o.tls_server_name,
+              "the DNS name every server's certificate carries (clients check it)");
   options.AddConfigFileFlag("--config", &o.config, "TOML file with the same keys as the flags");
   options.Add("--log-level", &o.log_level, "trace, debug, info, warn, error, off");
   options.Add("--io-depth", &o.io_depth, "io_uring entries per I/O thread");

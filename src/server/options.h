@@ -25,6 +25,11 @@ struct DataServerOptions {
   std::string config;                  // TOML file with the same keys as the flags; "" = none
   std::string key;                     // cluster key file (0600, 64 hex digits); "" =
                                        // $AQUIFER_KEY_FILE, else none: serves anyone
+  bool tls = false;                    // TLS on every port (docs/operations.md "TLS")
+  std::string tls_ca;                  // PEM: the CA that signs the servers' certificates
+  std::string tls_cert;                // PEM: this server's certificate
+  std::string tls_key;                 // PEM: its key (0600)
+  std::string tls_server_name = "aquifer";  // the name the certificates carry
   std::string log_level = "info";      // trace, debug, info, warn, error, off
   uint32_t io_depth = 32;              // io_uring submission entries per I/O thread, entries
   uint32_t heartbeat_interval_ms = 1000;  // ms between heartbeats until meta's reply sets it

@@ -236,7 +236,7 @@ Status SendAllTls(Conn& conn, struct iovec* iov, int iov_count, Deadline deadlin
 
 Status RecvAllTls(Conn& conn, std::span<std::byte> out, Deadline deadline, bool wait_first) {
   // Bytes OpenSSL already decrypted are not on the socket: poll only when it holds none.
-  if ((wait_first || out.empty()) && SSL_pending(conn.ssl()) == 0) {
+  if (wait_first && SSL_pending(conn.ssl()) == 0) {
     AQ_RETURN_IF_ERROR(Wait(conn.fd(), POLLIN, deadline));
   }
   size_t got = 0;

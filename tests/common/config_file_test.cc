@@ -19,6 +19,7 @@ struct Options {
   std::string listen = "127.0.0.1:0";
   uint32_t io_depth = 32;
   uint64_t capacity_bytes = 0;
+  bool tls = false;
   std::string config;
 };
 
@@ -30,6 +31,7 @@ Status Parse(const std::vector<std::string>& args, Options* o, std::string* help
   options.AddConfigFileFlag("--config", &o->config, "TOML file");
   options.Add("--io-depth", &o->io_depth, "io_uring entries per I/O thread");
   options.Add("--capacity-bytes", &o->capacity_bytes, "bytes");
+  options.Add("--tls", &o->tls, "a switch");
   app.set_version_flag("--version", "config_file_test 1.2.3");
   std::vector<const char*> argv = {"config_file_test"};
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -59,6 +61,14 @@ TEST(ConfigFileOptionsTest, AppliesKeysWithTheCommandLineWinningAndRejectsBadFil
        {"--io-depth", "5"}, Code::kOk, "", {.io_depth = 5}},
       {"uint32 upper bound fits", "io-depth = 4294967295\n", {}, Code::kOk, "",
        {.io_depth = 4294967295u}},
+      {"a switch from the file", "tls = true\n", {}, Code::kOk, "", {.tls = true}},
+      {"a switch off in the file", "tls = false\n", {}, Code::kOk, "", {.tls = false}},
+      {"a switch on the command line wins", "tls = false\n", {"--tls"}, Code::kOk, "",
+       {.tls = true}},
+      {"a switch takes a boolean only", "tls = 1\n", {}, Code::kInvalidArgument,
+       ": bad value for tls", {}},
+      {"a switch takes no string", "tls = \"yes\"\n", {}, Code::kInvalidArgument,
+       ": bad value for tls", {}},
       {"missing file", std::nullopt, {}, Code::kInvalidArgument, "config ", {}},
       {"not TOML", "listen = \n", {}, Code::kInvalidArgument, "config ", {}},
       {"unknown key", "nope = 1\n", {}, Code::kInvalidArgument, ": unknown key nope", {}},
@@ -101,6 +111,7 @@ TEST(ConfigFileOptionsTest, AppliesKeysWithTheCommandLineWinningAndRejectsBadFil
       EXPECT_EQ(o.listen, row.want.listen);
       EXPECT_EQ(o.io_depth, row.want.io_depth);
       EXPECT_EQ(o.capacity_bytes, row.want.capacity_bytes);
+      EXPECT_EQ(o.tls, row.want.tls);
     }
   }
 }

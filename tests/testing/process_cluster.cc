@@ -14,6 +14,7 @@
 #include "client/rpc/meta_client.h"
 #include "common/cluster_key.h"
 #include "common/logging.h"
+#include "common/tls.h"
 
 #ifndef AQUIFER_META_BIN
 #define AQUIFER_META_BIN ""
@@ -47,6 +48,7 @@ ProcessCluster::~ProcessCluster() {
   std::error_code ec;
   fs::remove_all(root_, ec);
   if (!key_file_.empty()) SetProcessClusterKey(std::nullopt);
+  if (!tls_dir_.empty()) SetProcessTls(nullptr);
 }
 
 void ProcessCluster::Kill(Proc& proc, int signal) {
@@ -143,6 +145,16 @@ Status ProcessCluster::Start() {
     meta_.args.push_back("--key");
     meta_.args.push_back(key_file_);
   }
+  if (options_.tls) {
+    tls_dir_ = root_ + "/tls";
+    AQ_RETURN_IF_ERROR(WriteNewTlsFiles(tls_dir_, kDefaultTlsServerName));
+    tls_flags_ = {"--tls", "--tls-ca", tls_dir_ + "/ca.pem", "--tls-cert",
+                  tls_dir_ + "/server.pem", "--tls-key", tls_dir_ + "/server.key"};
+    Result<std::shared_ptr<const Tls>> tls = Tls::Load({.ca_file = tls_dir_ + "/ca.pem"}, false);
+    if (!tls.ok()) return tls.status();
+    SetProcessTls(*tls);
+    meta_.args.insert(meta_.args.end(), tls_flags_.begin(), tls_flags_.end());
+  }
   AQ_RETURN_IF_ERROR(Spawn(meta_, AQUIFER_META_BIN));
   meta_address_ = meta_.address;
   // Later restarts reuse the port, so clients reconnect to the same address.
@@ -168,6 +180,7 @@ Status ProcessCluster::SpawnDataServer(int i) {
     p.args.push_back("--key");
     p.args.push_back(key_file_);
   }
+  p.args.insert(p.args.end(), tls_flags_.begin(), tls_flags_.end());
   return Spawn(p, AQUIFER_DATA_BIN);
 }
 

@@ -45,6 +45,10 @@ struct ProcessClusterOptions {
   // Make <scratch>/cluster.key, give it to every daemon (--key) and make it this process's key
   // (SetProcessClusterKey) for the clients it creates; false: daemons and clients run keyless.
   bool cluster_key = true;
+  // Make <scratch>/tls (common/tls.h WriteNewTlsFiles), run every daemon with --tls and its
+  // files, and make a client TLS with the CA this process's (SetProcessTls) for the clients it
+  // creates; false: plain TCP.
+  bool tls = false;
 };
 
 class ProcessCluster {
@@ -65,6 +69,8 @@ class ProcessCluster {
   const std::string& scratch_dir() const { return root_; }
   // The cluster key file the daemons use; "" without options.cluster_key.
   const std::string& key_file() const { return key_file_; }
+  // The TLS directory (ca.pem, server.pem, server.key); "" without options.tls.
+  const std::string& tls_dir() const { return tls_dir_; }
   int data_server_count() const { return static_cast<int>(data_.size()); }
   // The chunk-store directory of data server i (chunk files live under <dir>/chunks/).
   std::string data_dir(int i) const;
@@ -124,6 +130,8 @@ class ProcessCluster {
   ProcessClusterOptions options_;
   std::string root_;
   std::string key_file_;
+  std::string tls_dir_;
+  std::vector<std::string> tls_flags_;  // the daemons' --tls flags; empty without options.tls
   std::string meta_address_;
   Proc meta_;
   std::vector<Proc> data_;

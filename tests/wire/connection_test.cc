@@ -3,6 +3,7 @@
 // and the cluster-key handshake (refusals, and what a refused or stalled handshake costs).
 #include "wire/connection.h"
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,9 +11,11 @@
 
 #include <dirent.h>
 
+#include <cstring>
 #include <functional>
 #include <thread>
 
+#include "testing/test_util.h"
 #include "wire_test_support.h"
 
 namespace aquifer::wire {
@@ -251,6 +254,142 @@ TEST(ConnectionAuthTest, AStalledHandshakeIsClosedAtItsDeadline) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2 * kHandshakeTimeoutSeconds));
   EXPECT_EQ((*l)->connections_unauthenticated(), 1u);
   ::close(*fd);
+}
+
+// TLS under the wire (common/tls.h): the hello, the key handshake and the frames inside a TLS
+// session; clients that do not speak TLS or do not trust the certificate are refused in the
+// accepting thread, with no thread of their own.
+class ConnectionTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(2), as the daemons do
+    ASSERT_TRUE(scratch_.ok());
+    ASSERT_TRUE(WriteNewTlsFiles(scratch_.path() + "/a", "aquifer").ok());
+    ASSERT_TRUE(WriteNewTlsFiles(scratch_.path() + "/b", "aquifer").ok());
+    server_ = Load("a", true);
+    client_ = Load("a", false);
+    other_ca_client_ = Load("b", false);
+    ASSERT_TRUE(server_ && client_ && other_ca_client_);
+  }
+  std::shared_ptr<const Tls> Load(const std::string& dir, bool server) {
+    const std::string d = scratch_.path() + "/" + dir;
+    TlsFiles f;
+    f.ca_file = d + "/ca.pem";
+    if (server) {
+      f.cert_file = d + "/server.pem";
+      f.key_file = d + "/server.key";
+    }
+    Result<std::shared_ptr<const Tls>> tls = Tls::Load(f, server);
+    EXPECT_TRUE(tls.ok()) << tls.status().ToString();
+    return tls.ok() ? *tls : nullptr;
+  }
+  aquifer::testing::ScratchDir scratch_{"aq-conn-tls"};
+  std::shared_ptr<const Tls> server_, client_, other_ca_client_;
+};
+
+// A handler that echoes frames: an 8-byte length, then that many bytes, sent back in pieces.
+void EchoFrames(Conn& conn, const std::atomic<bool>& stopping) {
+  for (;;) {
+    std::array<std::byte, 8> head;
+    if (!ReadFull(conn, head, /*idle=*/true, stopping).ok()) return;
+    uint64_t n = 0;
+    std::memcpy(&n, head.data(), 8);
+    std::string body;
+    if (!ReadPayload(conn, n, &body, Soon()).ok()) return;
+    const size_t cut = body.size() / 3;
+    iovec iov[3] = {{head.data(), head.size()},
+                    {body.data(), cut},
+                    {body.data() + cut, body.size() - cut}};
+    if (!WriteFull(conn, iov, 3).ok()) return;
+  }
+}
+
+TEST_F(ConnectionTlsTest, FramesOfEverySizeCrossATlsConnectionWhole) {
+  const ClusterKey key = KeyOf(1);
+  auto l = Listener::Start("tls", "127.0.0.1", 0, 21, EchoFrames, 1024, key, server_);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ConnectionPool pool("127.0.0.1", (*l)->port(), 21, 4, key, client_);
+  for (const uint64_t size : {uint64_t{0}, uint64_t{1}, uint64_t{100}, uint64_t{16383},
+                              uint64_t{16384}, uint64_t{70000}, uint64_t{4} << 20}) {
+    bool reused = false;
+    Result<Conn> conn = pool.Acquire(Soon(), &reused);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    ASSERT_NE(conn->ssl(), nullptr);
+    std::string body(size, '\0');
+    for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 131 + size);
+    std::array<std::byte, 8> head;
+    std::memcpy(head.data(), &size, 8);
+    iovec iov[2] = {{head.data(), 8}, {body.data(), body.size()}};
+    ASSERT_TRUE(SendAll(*conn, iov, 2, Soon()).ok()) << size;
+    std::array<std::byte, 8> back_head;
+    ASSERT_TRUE(RecvAll(*conn, back_head, Soon(), /*wait_first=*/true).ok()) << size;
+    EXPECT_EQ(std::memcmp(back_head.data(), head.data(), 8), 0);
+    std::string back(size, '\0');
+    ASSERT_TRUE(RecvAll(*conn, std::as_writable_bytes(std::span(back)), Soon()).ok()) << size;
+    EXPECT_TRUE(back == body) << size;
+    pool.Release(std::move(*conn));
+  }
+  EXPECT_EQ((*l)->connections_accepted(), 1u);  // one connection, reused for every size
+}
+
+TEST_F(ConnectionTlsTest, PlainOrUntrustingClientsAreRefusedInTheAcceptingThread) {
+  const ClusterKey key = KeyOf(1);
+  auto l = Listener::Start("tls", "127.0.0.1", 0, 22, Echo, 1024, key, server_);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  const uint16_t port = (*l)->port();
+  const int threads_before = ThreadCount();
+  bool reused = false;
+  const auto short_deadline = [] { return Clock::now() + std::chrono::milliseconds(1500); };
+
+  // Nothing in clear: a TLS server waits for the client's hello and sends no byte first.
+  Result<int> raw = Connect("127.0.0.1", port, Soon());
+  ASSERT_TRUE(raw.ok());
+  std::array<std::byte, 1> b;
+  EXPECT_FALSE(RecvAll(*raw, b, Clock::now() + std::chrono::milliseconds(300)).ok());
+  // Bytes that are not TLS end the handshake at once.
+  std::array<std::byte, kHelloBytes> plain = EncodeHello({kProtocolVersion, 22, false});
+  iovec iov{plain.data(), plain.size()};
+  ASSERT_TRUE(SendAll(*raw, &iov, 1, Soon()).ok());
+  EXPECT_FALSE(RecvAll(*raw, b, Soon()).ok());
+  ::close(*raw);
+
+  // A client of another CA refuses the certificate; a plain client hears no hello.
+  ConnectionPool untrusting("127.0.0.1", port, 22, 1, key, other_ca_client_);
+  Result<Conn> refused = untrusting.Acquire(Soon(), &reused);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("certificate"), std::string::npos)
+      << refused.status().message();
+  ConnectionPool plain_pool("127.0.0.1", port, 22, 1, key, nullptr);
+  EXPECT_FALSE(plain_pool.Acquire(short_deadline(), &reused).ok());
+  // The right CA but the wrong cluster key: TLS passes, the key handshake does not.
+  ConnectionPool wrong_key("127.0.0.1", port, 22, 1, KeyOf(2), client_);
+  EXPECT_FALSE(wrong_key.Acquire(Soon(), &reused).ok());
+  EXPECT_EQ(ThreadCount(), threads_before);
+  EXPECT_EQ((*l)->connections_accepted(), 0u);
+
+  ConnectionPool right("127.0.0.1", port, 22, 1, key, client_);
+  Result<Conn> conn = right.Acquire(Soon(), &reused);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_TRUE(Echoes(*conn));
+  EXPECT_EQ((*l)->connections_accepted(), 1u);
+  // The raw one, the untrusting one, the wrong key; the plain pool's may still be pending.
+  EXPECT_TRUE(WaitFor([&] { return (*l)->connections_unauthenticated() >= 3; }))
+      << (*l)->connections_unauthenticated();
+}
+
+TEST_F(ConnectionTlsTest, AClientRefusesAServerWithoutTlsAndAListenerNeedsACertificate) {
+  auto plain = Listener::Start("plain", "127.0.0.1", 0, 23, Echo, 1024, KeyOf(1), nullptr);
+  ASSERT_TRUE(plain.ok());
+  ConnectionPool pool("127.0.0.1", (*plain)->port(), 23, 1, KeyOf(1), client_);
+  bool reused = false;
+  Result<Conn> conn = pool.Acquire(Soon(), &reused);
+  ASSERT_FALSE(conn.ok());
+  EXPECT_NE(conn.status().message().find("TLS handshake"), std::string::npos)
+      << conn.status().message();
+  EXPECT_EQ(Listener::Start("x", "127.0.0.1", 0, 24, Echo, 1024, KeyOf(1), client_)
+                .status()
+                .code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -153,15 +153,31 @@ class VerifyInterceptorFactory final
 }  // namespace
 
 std::shared_ptr<grpc::Channel> NewAuthChannel(const std::string& address,
-                                              const grpc::ChannelArguments& args,
-                                              std::optional<ClusterKey> key) {
-  if (!key) return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+                                              const grpc::ChannelArguments& given_args,
+                                              std::optional<ClusterKey> key,
+                                              std::shared_ptr<const Tls> tls) {
+  grpc::ChannelArguments args = given_args;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (tls != nullptr) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls->ca_pem();
+    credentials = grpc::SslCredentials(ssl);
+    args.SetSslTargetNameOverride(tls->server_name());
+  }
+  if (!key) return grpc::CreateCustomChannel(address, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
   const std::optional<ClientIdentity> who = ProcessClientIdentity();
   creators.push_back(
       std::make_unique<TokenInterceptorFactory>(*key, who ? FormatClientIdentity(*who) : ""));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(
-      address, grpc::InsecureChannelCredentials(), args, std::move(creators));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(creators));
+}
+
+std::shared_ptr<grpc::ServerCredentials> NewServerCredentials(std::shared_ptr<const Tls> tls) {
+  if (tls == nullptr) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  ssl.pem_key_cert_pairs.push_back({tls->key_pem(), tls->cert_pem()});
+  return grpc::SslServerCredentials(ssl);
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAuthInterceptorFactory(

@@ -16,14 +16,24 @@
 
 #include "common/client_credential.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 
 namespace aquifer {
 
-// A channel to `address` (insecure transport) whose calls carry tokens made with `key`; no
-// token when `key` is nullopt. Thread-safe, as any channel.
+// A channel to `address` whose calls carry tokens made with `key`; no token when `key` is
+// nullopt. With `tls` the transport is TLS (gRPC's SSL credentials with tls->ca_pem() as the
+// only roots, and tls->server_name() as the name the server's certificate must carry, whatever
+// address is dialled); without, plain TCP. Thread-safe, as any channel.
 std::shared_ptr<grpc::Channel> NewAuthChannel(const std::string& address,
                                               const grpc::ChannelArguments& args = {},
-                                              std::optional<ClusterKey> key = ProcessClusterKey());
+                                              std::optional<ClusterKey> key = ProcessClusterKey(),
+                                              std::shared_ptr<const Tls> tls = ProcessTls());
+
+// A gRPC server's port credentials: TLS with tls's certificate and key (no client
+// certificates: callers prove the cluster key or a credential per call), or insecure without
+// `tls`. `tls` must be a server's (Tls::is_server()).
+std::shared_ptr<grpc::ServerCredentials> NewServerCredentials(
+    std::shared_ptr<const Tls> tls = ProcessTls());
 
 // The server interceptor that checks tokens with `key` (nullopt: every call passes, the open
 // mode, warned about once by the caller). A call whose token is missing, malformed, expired or

@@ -1300,7 +1300,7 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, NewServerCredentials(), &port);
   builder.RegisterService(out->impl_->service.get());
   // The token check first: its verdict is what each handler's CheckCallAuth reads.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;

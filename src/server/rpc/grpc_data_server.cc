@@ -542,7 +542,7 @@ Result<std::unique_ptr<GrpcDataServer>> GrpcDataServer::Start(const DataServerOp
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, NewServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxRpcMessageBytes));
   builder.RegisterService(impl->service.get());
