@@ -119,7 +119,7 @@ int Fail(std::ostream& err, const Status& st) {
 // UseLocalClusterTls ($AQUIFER_TLS_CA, else ROOT/tls/ca.pem).
 Status UseTlsFor(const Invocation& inv, const std::string& root) {
   return inv.tls_ca_file.empty() ? UseLocalClusterTls(root)
-                                 : LoadTlsForProcess(inv.tls_ca_file, inv.tls_server_name);
+                                 : UseTlsCa(inv.tls_ca_file, inv.tls_server_name);
 }
 
 int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
@@ -299,7 +299,7 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
 Result<std::string> MetaAddressFor(const Invocation& inv, std::optional<ClusterState>* local) {
   if (!inv.meta_address.empty()) {
     AQ_RETURN_IF_ERROR(LoadKeyForProcess(KeyFilePath(inv.key_file)));
-    AQ_RETURN_IF_ERROR(LoadTlsForProcess(inv.tls_ca_file, inv.tls_server_name));
+    AQ_RETURN_IF_ERROR(UseTlsCa(inv.tls_ca_file, inv.tls_server_name));
     return inv.meta_address;
   }
   Result<ClusterState> s = LoadClusterState(ClusterStatePath(inv.up.root));
@@ -1222,7 +1222,7 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
   // An explicit CA (--tls-ca, $AQUIFER_TLS_CA) for every command that calls a cluster; a local
   // cluster's own ROOT/tls/ca.pem is taken where its record is read.
   if (!offline && (!inv.tls_ca_file.empty() || std::getenv("AQUIFER_TLS_CA") != nullptr)) {
-    if (Status st = LoadTlsForProcess(inv.tls_ca_file, inv.tls_server_name); !st.ok()) {
+    if (Status st = UseTlsCa(inv.tls_ca_file, inv.tls_server_name); !st.ok()) {
       return Fail(err, st);
     }
   }

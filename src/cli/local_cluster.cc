@@ -359,7 +359,7 @@ std::string ClusterKeyPath(const std::string& root) { return root + "/cluster.ke
 
 std::string ClusterTlsDir(const std::string& root) { return AbsoluteRoot(root) + "/tls"; }
 
-Status LoadTlsForProcess(const std::string& ca_file, const std::string& server_name) {
+Status UseTlsCa(const std::string& ca_file, const std::string& server_name) {
   std::string ca = ca_file;
   if (ca.empty()) {
     const char* env = std::getenv("AQUIFER_TLS_CA");
@@ -382,9 +382,9 @@ Status UseLocalClusterTls(const std::string& root) {
   const char* env = std::getenv("AQUIFER_TLS_CA");
   const std::string ca = TlsCaPath(AbsoluteRoot(root));
   if ((env != nullptr && *env != '\0') || ::access(ca.c_str(), F_OK) != 0) {
-    return LoadTlsForProcess("", "");
+    return UseTlsCa("", "");
   }
-  return LoadTlsForProcess(ca, "");
+  return UseTlsCa(ca, "");
 }
 
 std::string ClientRegistryPath(const std::string& root) {
@@ -488,7 +488,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
     out << "  tls    on: CA " << TlsCaPath(root) << " (clients: -o tls_ca=FILE or "
         << "AQUIFER_TLS_CA=FILE), server certificate " << TlsCertPath(root) << "\n";
   } else {
-    AQ_RETURN_IF_ERROR(LoadTlsForProcess("", ""));
+    AQ_RETURN_IF_ERROR(UseTlsCa("", ""));
   }
 
   // Metadata server: on the port it had, so data servers and the mount keep their address.

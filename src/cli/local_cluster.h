@@ -118,7 +118,7 @@ Status UseLocalClusterTls(const std::string& root);
 // Sets this process's TLS as a client of a cluster named by address (--meta): `ca_file` (the
 // CLI's --tls-ca) when given, else $AQUIFER_TLS_CA, else none; the servers' certificates must
 // name `server_name` ("" = "aquifer"). Errors as UseLocalClusterTls.
-Status LoadTlsForProcess(const std::string& ca_file, const std::string& server_name);
+Status UseTlsCa(const std::string& ca_file, const std::string& server_name);
 
 // `root` made absolute and normalized (no trailing slash).
 std::string AbsoluteRoot(const std::string& root);

@@ -88,7 +88,8 @@ aq_log "gRPC only: reads and writes, seen by the other mount"
 # ---- `aquifer mount --root`: finds the CA and the key of the local cluster itself
 M3=$AQ_SCRATCH/m3
 mkdir -p "$M3"
-AQ_MOUNTS+=("$M3")
+AQ_MOUNTS+=("$M3")  # for teardown's fusermount3 -uz; its daemon (daemonized) ends with the mount
+AQ_MOUNT_PIDS+=("")
 aq mount --root "$ROOT" "$M3" >&2 || aq_fail "aquifer mount --root on a TLS cluster"
 [ "$(timeout "$T" sha256sum <"$M3/big" | cut -d' ' -f1)" = "$BIG_SHA" ] || aq_fail "aquifer mount: 20 MiB differs"
 timeout "$T" fusermount3 -u "$M3" || aq_fail "fusermount3 -u $M3"
@@ -181,13 +182,14 @@ aq server list --meta "$AQ_META_ADDR" --key "$KEY" --tls-ca "$CA" >/dev/null ||
   aq_fail "server list --meta --tls-ca"
 AQUIFER_TLS_CA=$CA aq server list --meta "$AQ_META_ADDR" --key "$KEY" >/dev/null ||
   aq_fail "server list --meta with AQUIFER_TLS_CA"
-cli_refused() {  # cli_refused NAME CMD...: fails within 30 s, saying TLS
+cli_refused() {  # cli_refused NAME CMD...: fails within 30 s, saying why (the CA)
   local name=$1 rc=0 t0=$SECONDS
   shift
   timeout 30 "$@" >"$AQ_SCRATCH/$name.txt" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || aq_fail "$name: exit $rc: $(cat "$AQ_SCRATCH/$name.txt")"
-  grep -qi "tls" "$AQ_SCRATCH/$name.txt" || aq_fail "$name: no word of TLS: $(cat "$AQ_SCRATCH/$name.txt")"
-  aq_log "$name: refused in $((SECONDS - t0)) s: $(grep -i tls "$AQ_SCRATCH/$name.txt" | head -1)"
+  grep -qi "tls-ca\|certificate verify failed" "$AQ_SCRATCH/$name.txt" ||
+    aq_fail "$name: no word of TLS: $(cat "$AQ_SCRATCH/$name.txt")"
+  aq_log "$name: refused in $((SECONDS - t0)) s: $(grep -i "tls-ca\|certificate verify" "$AQ_SCRATCH/$name.txt" | tail -1)"
 }
 cli_refused cli_no_ca env -u AQUIFER_TLS_CA "$AQ_CLI_BIN" server list --meta "$AQ_META_ADDR" --key "$KEY"
 cli_refused cli_other_ca env AQUIFER_TLS_CA="$AQ_SCRATCH/other/ca.pem" "$AQ_CLI_BIN" server list --root "$ROOT"
