@@ -81,7 +81,7 @@ Status ReadFull(Conn& conn, std::span<std::byte> out, bool idle,
 
 Status WriteFull(Conn& conn, iovec* iov, int iov_count) {
   if (conn.ssl() == nullptr) return WriteFull(conn.fd(), iov, iov_count);
-  // A blocking socket with SO_SNDTIMEO: a frame that makes no progress for that long fails.
+  // The whole frame within the frame timeout (the plain path's bound is per send call).
   return SendAllTls(conn, iov, iov_count,
                     std::chrono::steady_clock::now() + std::chrono::seconds(kFrameTimeoutSeconds));
 }

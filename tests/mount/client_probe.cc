@@ -23,6 +23,7 @@
 
 #include "common/client_credential.h"
 #include "common/rpc/rpc_auth.h"
+#include "common/tls.h"
 #include "data.grpc.pb.h"
 #include "meta.grpc.pb.h"
 #include "wire/connection.h"
@@ -77,6 +78,11 @@ int main(int argc, char** argv) {
   if (aquifer::Status st = aquifer::LoadKeyOrCredentialForProcess(argv[1], &is_client);
       !st.ok()) {
     std::fprintf(stderr, "key: %s\n", st.ToString().c_str());
+    return 2;
+  }
+  // TLS as a mount takes it: from $AQUIFER_TLS_CA (tests/mount/lib.sh AQ_TLS=1).
+  if (auto tls = aquifer::LoadTlsForProcess(false, {}, /*server=*/false); !tls.ok()) {
+    std::fprintf(stderr, "TLS: %s\n", tls.status().ToString().c_str());
     return 2;
   }
   const std::string op = argv[3];

@@ -29,6 +29,29 @@ if [ "${AQ_NO_KEY:-0}" != 1 ]; then
   (umask 077 && openssl rand -hex 32 >"$AQ_SCRATCH/cluster.key")
   export AQUIFER_KEY_FILE="$AQ_SCRATCH/cluster.key"
 fi
+# AQ_TLS=1: TLS on every port (docs/operations.md "TLS"). A CA and a server certificate naming
+# "aquifer" are made with the openssl command (so certificates from outside Aquifer are what the
+# tier runs on), every daemon gets --tls and the files, and every mount and CLI command finds the
+# CA through $AQUIFER_TLS_CA.
+declare -a AQ_TLS_FLAGS=()
+if [ "${AQ_TLS:-0}" = 1 ]; then
+  mkdir -p "$AQ_SCRATCH/tls"
+  (
+    cd "$AQ_SCRATCH/tls" && umask 077 &&
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+        -keyout ca.key -out ca.pem -subj "/O=aquifer test/CN=test CA" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" &&
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout server.key -out server.csr -subj "/O=aquifer test/CN=aquifer" &&
+      printf 'subjectAltName=DNS:aquifer,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >ext.cnf &&
+      openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+        -extfile ext.cnf -out server.pem
+  ) >"$AQ_SCRATCH/tls/openssl.log" 2>&1 || { cat "$AQ_SCRATCH/tls/openssl.log" >&2; exit 1; }
+  chmod 644 "$AQ_SCRATCH/tls/ca.pem" "$AQ_SCRATCH/tls/server.pem"
+  AQ_TLS_FLAGS=(--tls --tls-ca "$AQ_SCRATCH/tls/ca.pem" --tls-cert "$AQ_SCRATCH/tls/server.pem"
+                --tls-key "$AQ_SCRATCH/tls/server.key")
+  export AQUIFER_TLS_CA="$AQ_SCRATCH/tls/ca.pem"
+fi
 AQ_META_ADDR=""
 AQ_META_PID=""
 declare -a AQ_DATA_PIDS=()
@@ -137,6 +160,7 @@ aq_start_meta() {
     --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
     --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
     --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/meta.http" ${AQ_META_FLAGS:-} \
+    "${AQ_TLS_FLAGS[@]}" \
     >>"$AQ_SCRATCH/meta.log" 2>&1 &
   AQ_META_PID=$!
   aq_wait_for 20 "aquifer-meta port file" aq_read_port_file "$AQ_SCRATCH/meta.port"
@@ -169,7 +193,8 @@ aq_start_data() {
   rm -f "$AQ_SCRATCH/data$i.port"
   "$AQ_DATA_BIN" --listen 127.0.0.1:0 --dir "$AQ_SCRATCH/data$i" --meta "$AQ_META_ADDR" \
     --failure-domain "fd$i" --port-file "$AQ_SCRATCH/data$i.port" --log-level info \
-    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/data$i.http" "$@" \
+    --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/data$i.http" "${AQ_TLS_FLAGS[@]}" \
+    "$@" \
     >>"$AQ_SCRATCH/data$i.log" 2>&1 &
   AQ_DATA_PIDS[$i]=$!
 }

@@ -11,7 +11,9 @@
 # the CA fails at once saying why; a data server killed with -9: the 20 MiB file reads back whole
 # (degraded) on a fresh mount, and `cluster start-server` brings it back with TLS; `cluster down`
 # then `cluster up` without --tls keeps TLS.
-AQ_NO_KEY=1  # `cluster up` makes the cluster's own key (ROOT/cluster.key)
+AQ_NO_KEY=1  # `cluster up` makes the cluster's own key (ROOT/cluster.key) and its own CA:
+AQ_TLS=0     # not lib.sh's, and no $AQUIFER_TLS_CA from outside (it would win over ROOT/tls)
+unset AQUIFER_TLS_CA
 source "$(dirname "$0")/lib.sh"
 : "${AQ_CLI_BIN:?set AQ_CLI_BIN to the aquifer binary}"
 ROOT=$AQ_SCRATCH/c
