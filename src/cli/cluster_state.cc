@@ -111,6 +111,10 @@ Result<ClusterState> ParseClusterState(std::string_view json_text) {
   v = static_cast<int64_t>(s.unit_bytes);
   AQ_RETURN_IF_ERROR(GetInt(j, "unit_bytes", "", 1, INT64_MAX, false, &v));
   s.unit_bytes = static_cast<uint64_t>(v);
+  if (auto tls = j.find("tls"); tls != j.end()) {
+    if (!tls->is_boolean()) return Bad("tls", "expected true or false");
+    s.tls = tls->get<bool>();
+  }
 
   auto meta = j.find("meta");
   if (meta == j.end() || !meta->is_object()) return Bad("meta", "expected an object");
@@ -198,6 +202,7 @@ std::string SerializeClusterState(const ClusterState& s) {
   }
   j["data_servers"] = std::move(servers);
   j["mount"] = {{"dir", s.mount.dir}, {"pid", s.mount.pid}, {"log", s.mount.log}};
+  if (s.tls) j["tls"] = true;
   return j.dump(2) + "\n";
 }
 
@@ -253,7 +258,7 @@ bool operator==(const MountRecord& a, const MountRecord& b) {
 }
 bool operator==(const ClusterState& a, const ClusterState& b) {
   return a.root == b.root && a.k == b.k && a.m == b.m && a.unit_bytes == b.unit_bytes &&
-         a.meta == b.meta && a.data_servers == b.data_servers && a.mount == b.mount;
+         a.tls == b.tls && a.meta == b.meta && a.data_servers == b.data_servers && a.mount == b.mount;
 }
 
 }  // namespace aquifer::cli

@@ -9,7 +9,8 @@
 //             "extra_args": ["--repair-delay-ms", "2000"]},
 //    "data_servers": [{"index": 1, "failure_domain": "ds1", "dir": "...", "pid": 124,
 //                      "address": "127.0.0.1:40002", "capacity_bytes": 0, "log": "..."}, ...],
-//    "mount": {"dir": "/tmp/aquifer-cluster/mnt", "pid": 130, "log": "..."}}
+//    "mount": {"dir": "/tmp/aquifer-cluster/mnt", "pid": 130, "log": "..."},
+//    "tls": true}
 // A pid of 0 means "not running as far as this record knows"; an empty address means "never
 // started" (the daemon then binds port 0 and the kernel picks one).
 #pragma once
@@ -58,6 +59,9 @@ struct ClusterState {
   uint32_t k = 4;
   uint32_t m = 2;
   uint64_t unit_bytes = 1048576;
+  // `cluster up --tls` made ROOT/tls and every daemon and mount of the cluster runs with it
+  // (local_cluster.h). Optional in the file ("tls", default false: plain TCP).
+  bool tls = false;
   MetaRecord meta;
   std::vector<DataServerRecord> data_servers;
   MountRecord mount;

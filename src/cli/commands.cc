@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <ctime>
 #include <map>
@@ -28,6 +29,7 @@
 #include "cli/status_report.h"
 #include "common/cluster_key.h"
 #include "common/printable.h"
+#include "common/tls.h"
 #include "metadata/backup.h"
 
 namespace aquifer::cli {
@@ -46,6 +48,7 @@ struct UpFlags {
   uint64_t unit_bytes = 0, capacity_bytes = 0;
   int64_t timeout_ms = 0;
   bool no_mount = false;
+  bool tls = false;
 };
 
 std::string UsageText(CLI::App& app, const CLI::Error& e) {
@@ -99,10 +102,24 @@ const CLI::Validator kLocalServerName(
     },
     "N or dsN");
 
+// The hint for a call that found no server while this process runs without TLS: a TLS server
+// answers a plain client with nothing it can read, which gRPC reports as unavailable.
+constexpr char kTlsHint[] =
+    " (if the cluster runs with TLS, give its CA: --tls-ca FILE or AQUIFER_TLS_CA=FILE; a local "
+    "cluster's is ROOT/tls/ca.pem)";
+
 int Fail(std::ostream& err, const Status& st) {
   // Messages carry names and addresses from the servers and the file system: escaped.
-  err << "aquifer: error: " << Printable(st.message(), SIZE_MAX) << "\n";
+  err << "aquifer: error: " << Printable(st.message(), SIZE_MAX)
+      << (st.code() == Code::kUnavailable && !ProcessTls() ? kTlsHint : "") << "\n";
   return 1;
+}
+
+// This process's TLS for a local cluster at `root`: --tls-ca when given, else as
+// UseLocalClusterTls ($AQUIFER_TLS_CA, else ROOT/tls/ca.pem).
+Status UseTlsFor(const Invocation& inv, const std::string& root) {
+  return inv.tls_ca_file.empty() ? UseLocalClusterTls(root)
+                                 : UseTlsCa(inv.tls_ca_file, inv.tls_server_name);
 }
 
 int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
@@ -118,6 +135,7 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
     if (inv.key_file.empty()) {
       if (Status key = UseLocalClusterKey(s->root); !key.ok()) return Fail(err, key);
     }
+    if (Status tls = UseTlsFor(inv, s->root); !tls.ok()) return Fail(err, tls);
     LocalProcesses lp;
     lp.state = std::move(*s);
     lp.meta_alive = IsProcessAlive(lp.state.meta.pid, kMetaExe);
@@ -135,6 +153,9 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
   Result<MovesView> moves = view.ok() ? FetchMoves(address, std::chrono::seconds(5))
                                       : Result<MovesView>(view.status());
   // Only the mounts of this cluster: their source (aquifer-mount's fsname) names its address.
+  if (!view.ok() && view.status().code() == Code::kUnavailable && !ProcessTls()) {
+    err << "aquifer: the metadata server did not answer" << kTlsHint << "\n";
+  }
   out << FormatStatus(address.empty() ? "(none)" : address, view, local,
                       local ? std::vector<std::string>() : AquiferMounts(address),
                       view.ok() ? &moves : nullptr);
@@ -161,8 +182,9 @@ int RunStatus(const Invocation& inv, std::ostream& out, std::ostream& err) {
 // given (--key, $AQUIFER_KEY_FILE), the key of the local cluster that serves `path`: one whose
 // record, in a directory holding `path` (cluster up mounts at ROOT/mnt) or in the default root,
 // names `meta_address`. Nothing when none does (the names are then not shown).
+// Its TLS likewise, when none is given ($AQUIFER_TLS_CA).
 void UseKeyOfLocalClusterServing(const std::string& path, const std::string& meta_address) {
-  if (ProcessClusterKey()) return;
+  if (ProcessClusterKey() && ProcessTls()) return;
   std::error_code ec;
   std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
   std::vector<std::string> roots;
@@ -171,7 +193,8 @@ void UseKeyOfLocalClusterServing(const std::string& path, const std::string& met
   for (const std::string& root : roots) {
     Result<ClusterState> s = LoadClusterState(ClusterStatePath(root));
     if (s.ok() && s->meta.address == meta_address) {
-      (void)UseLocalClusterKey(s->root);
+      if (!ProcessClusterKey()) (void)UseLocalClusterKey(s->root);
+      if (!ProcessTls()) (void)UseLocalClusterTls(s->root);
       return;
     }
   }
@@ -276,12 +299,14 @@ int RunLayoutSet(const Invocation& inv, std::ostream& out, std::ostream& err) {
 Result<std::string> MetaAddressFor(const Invocation& inv, std::optional<ClusterState>* local) {
   if (!inv.meta_address.empty()) {
     AQ_RETURN_IF_ERROR(LoadKeyForProcess(KeyFilePath(inv.key_file)));
+    AQ_RETURN_IF_ERROR(UseTlsCa(inv.tls_ca_file, inv.tls_server_name));
     return inv.meta_address;
   }
   Result<ClusterState> s = LoadClusterState(ClusterStatePath(inv.up.root));
   if (s.ok()) {
     AQ_RETURN_IF_ERROR(inv.key_file.empty() ? UseLocalClusterKey(s->root)
                                             : LoadKeyForProcess(inv.key_file));
+    AQ_RETURN_IF_ERROR(UseTlsFor(inv, s->root));
   }
   if (!s.ok()) {
     return Status(s.status().code(),
@@ -396,6 +421,21 @@ int RunMount(const Invocation& inv, std::ostream& out, std::ostream& err) {
       key = ClusterKeyPath(local->root);
     }
     if (!key.empty()) options += (options.empty() ? "" : ",") + std::string("key=") + key;
+  }
+  // TLS as for the CLI's own calls (MetaAddressFor loaded it): --tls-ca, $AQUIFER_TLS_CA, or
+  // the local cluster's ROOT/tls/ca.pem.
+  if (options.find("tls_ca=") == std::string::npos) {
+    std::string ca = inv.tls_ca_file;
+    if (ca.empty() && std::getenv("AQUIFER_TLS_CA") != nullptr) ca = std::getenv("AQUIFER_TLS_CA");
+    if (ca.empty() && local && ::access((ClusterTlsDir(local->root) + "/ca.pem").c_str(),
+                                        F_OK) == 0) {
+      ca = ClusterTlsDir(local->root) + "/ca.pem";
+    }
+    if (!ca.empty()) options += (options.empty() ? "" : ",") + std::string("tls_ca=") + ca;
+    if (!ca.empty() && !inv.tls_server_name.empty() &&
+        options.find("tls_server_name=") == std::string::npos) {
+      options += ",tls_server_name=" + inv.tls_server_name;
+    }
   }
   if (!options.empty()) {
     argv.push_back("-o");
@@ -718,7 +758,8 @@ Status ApplyUpConfigFile(const std::string& path, UpOptions* o) {
   }
   static const std::vector<std::string> kKeys = {
       "root", "data_servers", "k", "m", "unit_bytes", "mount", "no_mount", "mount_options",
-      "capacity_bytes", "bin_dir", "log_level", "meta_config", "data_config", "timeout_ms"};
+      "capacity_bytes", "bin_dir", "log_level", "meta_config", "data_config", "timeout_ms",
+      "tls"};
   for (const auto& [key, node] : doc) {
     if (key.str() != "cluster") {
       return InvalidArgument(path + ": unknown table or key '" + std::string(key.str()) +
@@ -749,6 +790,7 @@ Status ApplyUpConfigFile(const std::string& path, UpOptions* o) {
   AQ_RETURN_IF_ERROR(TomlGet(*t, "meta_config", path, &o->meta_config));
   AQ_RETURN_IF_ERROR(TomlGet(*t, "data_config", path, &o->data_config));
   AQ_RETURN_IF_ERROR(TomlGet(*t, "timeout_ms", path, &timeout_ms));
+  AQ_RETURN_IF_ERROR(TomlGet(*t, "tls", path, &o->tls));
   o->timeout = std::chrono::milliseconds(timeout_ms);
   return OkStatus();
 }
@@ -802,6 +844,10 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
       "--meta-arg", meta_args,
       "extra aquifer-meta flag, repeatable, e.g. --meta-arg=--repair-delay-ms=2000 (kept in "
       "cluster.json for later starts)");
+  CLI::Option* otls = up->add_flag(
+      "--tls", f.tls,
+      "TLS on every connection: a private CA and server certificate in ROOT/tls (kept in "
+      "cluster.json for later starts)");
   (void)ocfg;
 
   CLI::App* key = cluster->add_subcommand("key", "the cluster key (docs/operations.md)");
@@ -846,6 +892,27 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   grow->add_option("--interval", inv.wait_interval_s,
                    "with --wait: seconds between progress lines when not on a terminal (5)");
 
+  // tls new
+  CLI::App* tls = app.add_subcommand("tls", "TLS certificates for a cluster (docs/operations.md)");
+  tls->require_subcommand(1);
+  CLI::App* tls_new = tls->add_subcommand(
+      "new", "make a private CA and one server certificate for a multi-host cluster");
+  tls_new->add_option("DIR", inv.path,
+                      "where to write ca.pem, ca.key, server.pem, server.key (never overwritten)")
+      ->required();
+  tls_new->add_option("--name", inv.tls_server_name,
+                      "the DNS name the certificate carries and clients check (default aquifer)");
+  tls_new->add_option("--days", inv.tls_days, "how long the certificates are good for (3650)")
+      ->check(CLI::Range(1, 36500));
+
+  // --tls-ca / --tls-server-name on a command that calls a cluster.
+  auto add_tls = [&](CLI::App* sub) {
+    sub->add_option("--tls-ca", inv.tls_ca_file,
+                    "CA of a cluster with TLS (default $AQUIFER_TLS_CA, or ROOT/tls/ca.pem)");
+    sub->add_option("--tls-server-name", inv.tls_server_name,
+                    "the name the servers' certificates carry (default aquifer)");
+  };
+
   // --meta | --root on a cluster-wide command.
   std::vector<std::pair<CLI::Option*, CLI::Option*>> target_opts;
   auto add_target = [&](CLI::App* sub) {
@@ -855,6 +922,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     CLI::Option* r = sub->add_option("--root", root, "local cluster directory")
                          ->default_str(kDefaultClusterRoot);
     m->excludes(r);
+    add_tls(sub);
     target_opts.emplace_back(m, r);
   };
 
@@ -976,6 +1044,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   CLI::Option* sroot = status->add_option("--root", root, "local cluster directory")
                            ->default_str(kDefaultClusterRoot);
   smeta->excludes(sroot);
+  add_tls(status);
 
   // mount
   CLI::App* mount = app.add_subcommand(
@@ -1057,6 +1126,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     if (omc->count()) inv.up.meta_config = f.meta_config;
     if (odc->count()) inv.up.data_config = f.data_config;
     if (oto->count()) inv.up.timeout = std::chrono::milliseconds(f.timeout_ms);
+    if (otls->count()) inv.up.tls = f.tls;
     for (std::string a : meta_args) {
       if (a.rfind("-", 0) != 0) a = "--" + a;
       inv.up.meta_args.push_back(a);
@@ -1083,6 +1153,8 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   }
   if (key_new->parsed()) {
     inv.command = Command::kClusterKeyNew;
+  } else if (tls_new->parsed()) {
+    inv.command = Command::kTlsNew;
   } else if (down->parsed()) {
     inv.command = Command::kClusterDown;
   } else if (stop->parsed()) {
@@ -1142,9 +1214,17 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
   const bool client_admin = inv.command == Command::kClientAdd ||
                             inv.command == Command::kClientList ||
                             inv.command == Command::kClientRemove;
-  if (const std::string key = KeyFilePath(inv.key_file);
-      !key.empty() && inv.command != Command::kClusterKeyNew && !client_admin) {
+  const bool offline = inv.command == Command::kClusterKeyNew ||
+                       inv.command == Command::kTlsNew || client_admin;
+  if (const std::string key = KeyFilePath(inv.key_file); !key.empty() && !offline) {
     if (Status st = LoadKeyForProcess(key); !st.ok()) return Fail(err, st);
+  }
+  // An explicit CA (--tls-ca, $AQUIFER_TLS_CA) for every command that calls a cluster; a local
+  // cluster's own ROOT/tls/ca.pem is taken where its record is read.
+  if (!offline && (!inv.tls_ca_file.empty() || std::getenv("AQUIFER_TLS_CA") != nullptr)) {
+    if (Status st = UseTlsCa(inv.tls_ca_file, inv.tls_server_name); !st.ok()) {
+      return Fail(err, st);
+    }
   }
   switch (inv.command) {
     case Command::kHelp:
@@ -1161,6 +1241,33 @@ int RunInvocation(const Invocation& inv, std::ostream& out, std::ostream& err) {
       out << "aquifer: wrote a new cluster key to " << inv.path
           << " (mode 0600); copy it to every host of the cluster and name it with --key / "
              "key = in each daemon's config and -o key= on each mount\n";
+      return 0;
+    }
+    case Command::kTlsNew: {
+      const std::string name =
+          inv.tls_server_name.empty() ? kDefaultTlsServerName : inv.tls_server_name;
+      Status st = WriteNewTlsFiles(inv.path, name, inv.tls_days);
+      if (!st.ok()) return Fail(err, st);
+      const std::string d = inv.path;
+      out << "aquifer: wrote a private CA and a server certificate for \"" << name << "\" (good "
+          << "for " << inv.tls_days << " days) to " << d << ":\n"
+          << "  " << d << "/ca.pem      the CA certificate: to every host (servers, mounts, "
+             "the aquifer command)\n"
+          << "  " << d << "/server.pem  the server certificate: to every aquifer-meta and "
+             "aquifer-data host\n"
+          << "  " << d << "/server.key  its key (0600): to every aquifer-meta and aquifer-data "
+             "host, nowhere else\n"
+          << "  " << d << "/ca.key      the CA's key (0600): keep it off the cluster, to sign "
+             "the next certificate\n"
+          << "then: servers   tls = true, tls_ca, tls_cert, tls_key"
+          << (name == kDefaultTlsServerName ? "" : ", tls_server_name = \"" + name + "\"")
+          << " in their configs (or --tls --tls-ca --tls-cert --tls-key"
+          << (name == kDefaultTlsServerName ? "" : " --tls-server-name " + name) << ")\n"
+          << "      mounts    -o tls_ca=FILE"
+          << (name == kDefaultTlsServerName ? "" : ",tls_server_name=" + name) << "\n"
+          << "      aquifer   --tls-ca FILE"
+          << (name == kDefaultTlsServerName ? "" : " --tls-server-name " + name)
+          << " or AQUIFER_TLS_CA=FILE\n";
       return 0;
     }
     case Command::kClientAdd: {

@@ -1,7 +1,7 @@
 // The `aquifer` command line: parsing (CLI11) into an Invocation, and running it.
 //
 //   aquifer cluster up [--root DIR] [--data-servers N] [--k K --m M] [--unit-bytes B]
-//                      [--mount DIR | --no-mount] [--config FILE.toml] ...
+//                      [--mount DIR | --no-mount] [--tls] [--config FILE.toml] ...
 //   aquifer cluster down [--root DIR]
 //   aquifer cluster stop-server ID [--root DIR] [--kill]
 //   aquifer cluster start-server ID [--root DIR]
@@ -14,9 +14,12 @@
 //   aquifer meta restore --from BACKUP --meta-dir DIR [--force] [--ino-margin N]
 //   aquifer client add NAME [--path P] [--read-only] [--root-squash] [--allow CIDR]... [--out F]
 //   aquifer client list | client remove NAME          [--registry FILE | --root DIR]
+//   aquifer tls new DIR [--name NAME] [--days N]
 //   aquifer layout get PATH
 //   aquifer layout set PATH k=4 m=2 unit=1048576
 //   aquifer --version
+// Commands that call a cluster take --tls-ca FILE [--tls-server-name NAME] (else
+// $AQUIFER_TLS_CA, else a local cluster's ROOT/tls/ca.pem) beside --key.
 //
 // Exit codes: 0 success, 1 the command failed (fsck: problems remain; wait: timed out), 2 bad
 // usage, 3 (repair/rebalance wait) the cluster is waiting for a server (no spare failure domain).
@@ -54,6 +57,7 @@ enum class Command {
   kMetaBackup,
   kMetaRestore,
   kClusterKeyNew,  // cluster key new FILE: `path` is the FILE
+  kTlsNew,         // tls new DIR: `path` is the DIR, `tls_server_name`, `tls_days`
   kClientAdd,      // client add NAME: `client`, `client_registry`
   kClientList,     // client list: `client_registry`
   kClientRemove,   // client remove NAME: `client.name`, `client_registry`
@@ -66,6 +70,11 @@ struct Invocation {
   std::string meta_address;         // status --meta
   std::string key_file;             // --key: the cluster key file ("" = $AQUIFER_KEY_FILE, or
                                     // the local cluster's ROOT/cluster.key)
+  std::string tls_ca_file;          // --tls-ca: the CA that signs the servers' certificates
+                                    // ("" = $AQUIFER_TLS_CA, or a local cluster's
+                                    // ROOT/tls/ca.pem, or no TLS)
+  std::string tls_server_name;      // --tls-server-name / tls new --name ("" = "aquifer")
+  int tls_days = 3650;              // tls new --days: the server certificate's lifetime, days
   bool root_given = false;          // --root given explicitly
   int server_index = 0;             // stop-server / start-server
   bool kill = false;                // stop-server --kill
@@ -99,7 +108,7 @@ Result<Invocation> ParseCommandLine(const std::vector<std::string>& args);
 
 // Applies the [cluster] table of a TOML file to `options` (keys: root, data_servers, k, m,
 // unit_bytes, mount, no_mount, mount_options, capacity_bytes, bin_dir, log_level, meta_config,
-// data_config, timeout_ms). Errors: kInvalidArgument naming the file and key.
+// data_config, timeout_ms, tls). Errors: kInvalidArgument naming the file and key.
 Status ApplyUpConfigFile(const std::string& path, UpOptions* options);
 
 // "aquifer 0.1.0": the project's version (CMake's project(VERSION ...)), as `--version` prints.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "cli/process.h"
 #include "cli/rpc/meta_admin.h"
 #include "common/cluster_key.h"
+#include "common/tls.h"
 
 namespace aquifer::cli {
 
@@ -55,6 +57,7 @@ Result<LockedCluster> LockExistingCluster(const std::string& root_arg) {
   Result<ClusterState> loaded = LoadClusterState(state_path);
   if (!loaded.ok()) return loaded.status();
   AQ_RETURN_IF_ERROR(UseLocalClusterKey(root));
+  AQ_RETURN_IF_ERROR(UseLocalClusterTls(root));
   return LockedCluster{root, state_path, std::move(*lock), std::move(*loaded)};
 }
 
@@ -107,6 +110,44 @@ void AddKeyFlag(const ClusterState& s, std::vector<std::string>* argv) {
   }
 }
 
+// The local cluster's TLS files (ClusterTlsDir).
+std::string TlsCaPath(const std::string& root) { return ClusterTlsDir(root) + "/ca.pem"; }
+std::string TlsCertPath(const std::string& root) { return ClusterTlsDir(root) + "/server.pem"; }
+std::string TlsKeyPath(const std::string& root) { return ClusterTlsDir(root) + "/server.key"; }
+
+// `--tls --tls-ca ROOT/tls/ca.pem --tls-cert ROOT/tls/server.pem --tls-key ROOT/tls/server.key`
+// for a cluster recorded with TLS (every daemon is a server and a client of the others, so each
+// gets all three), else nothing.
+void AddTlsFlags(const ClusterState& s, std::vector<std::string>* argv) {
+  if (!s.tls) return;
+  argv->insert(argv->end(), {"--tls", "--tls-ca", TlsCaPath(s.root), "--tls-cert",
+                             TlsCertPath(s.root), "--tls-key", TlsKeyPath(s.root)});
+}
+
+// Makes ROOT/tls (a private CA and one server certificate naming "aquifer", 127.0.0.1 and ::1)
+// unless it is already complete. Errors: kInvalidArgument when it holds some of the files but
+// not all (a half-copied directory is not silently replaced), WriteNewTlsFiles's.
+Status EnsureLocalTlsFiles(const std::string& root, std::ostream& out) {
+  const std::string dir = ClusterTlsDir(root);
+  const std::vector<std::string> needed = {TlsCaPath(root), TlsCertPath(root), TlsKeyPath(root)};
+  std::string present, missing;
+  for (const std::string& f : needed) {
+    std::string& list = ::access(f.c_str(), F_OK) == 0 ? present : missing;
+    list += (list.empty() ? "" : ", ") + f;
+  }
+  if (missing.empty()) return OkStatus();
+  if (!present.empty() || ::access((dir + "/ca.key").c_str(), F_OK) == 0) {
+    return InvalidArgument(dir + " is incomplete: it lacks " + missing +
+                           " (put the files back, or delete " + dir +
+                           " while the cluster is down to get new ones)");
+  }
+  AQ_RETURN_IF_ERROR(MakeDirs(dir));
+  AQ_RETURN_IF_ERROR(WriteNewTlsFiles(dir, kDefaultTlsServerName));
+  out << "aquifer: made a private CA and a server certificate (name \"" << kDefaultTlsServerName
+      << "\") in " << dir << "\n";
+  return OkStatus();
+}
+
 std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                   const UpOptions& o) {
   std::vector<std::string> argv = {bin,
@@ -122,6 +163,7 @@ std::vector<std::string> MetaArgv(const std::string& bin, const ClusterState& s,
                                    "--http-listen", "127.0.0.1:0",
                                    "--http-port-file", PortFile(s, "meta.http")};
   AddKeyFlag(s, &argv);
+  AddTlsFlags(s, &argv);
   // The client registry (`aquifer client add`); a missing file accepts no client credential.
   argv.push_back("--clients");
   argv.push_back(ClientRegistryPath(s.root));
@@ -146,6 +188,7 @@ std::vector<std::string> DataArgv(const std::string& bin, const ClusterState& s,
                                    "--http-listen", "127.0.0.1:0",
                                    "--http-port-file", PortFile(s, d.failure_domain + ".http")};
   AddKeyFlag(s, &argv);
+  AddTlsFlags(s, &argv);
   if (d.capacity_bytes > 0) {
     argv.push_back("--capacity-bytes");
     argv.push_back(std::to_string(d.capacity_bytes));
@@ -314,6 +357,36 @@ std::string AbsoluteRoot(const std::string& root) {
 
 std::string ClusterKeyPath(const std::string& root) { return root + "/cluster.key"; }
 
+std::string ClusterTlsDir(const std::string& root) { return AbsoluteRoot(root) + "/tls"; }
+
+Status UseTlsCa(const std::string& ca_file, const std::string& server_name) {
+  std::string ca = ca_file;
+  if (ca.empty()) {
+    const char* env = std::getenv("AQUIFER_TLS_CA");
+    if (env != nullptr) ca = env;
+  }
+  if (ca.empty()) {
+    SetProcessTls(nullptr);
+    return OkStatus();
+  }
+  TlsFiles files;
+  files.ca_file = ca;
+  if (!server_name.empty()) files.server_name = server_name;
+  Result<std::shared_ptr<const Tls>> tls = Tls::Load(files, /*server=*/false);
+  if (!tls.ok()) return tls.status().WithPrefix("TLS CA " + ca);
+  SetProcessTls(*tls);
+  return OkStatus();
+}
+
+Status UseLocalClusterTls(const std::string& root) {
+  const char* env = std::getenv("AQUIFER_TLS_CA");
+  const std::string ca = TlsCaPath(AbsoluteRoot(root));
+  if ((env != nullptr && *env != '\0') || ::access(ca.c_str(), F_OK) != 0) {
+    return UseTlsCa("", "");
+  }
+  return UseTlsCa(ca, "");
+}
+
 std::string ClientRegistryPath(const std::string& root) {
   return AbsoluteRoot(root) + "/clients";
 }
@@ -379,8 +452,23 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       if (s.mount.log.empty()) s.mount.log = root + "/logs/mount.log";
     }
     if (!o.meta_args.empty()) s.meta.extra_args = o.meta_args;
+    if (o.tls && !s.tls) {
+      // Turning TLS on: every daemon and the mount must restart with it together.
+      bool any_alive = IsProcessAlive(s.meta.pid, kMetaExe) ||
+                       (!s.mount.dir.empty() && IsProcessAlive(s.mount.pid, kMountExe));
+      for (const DataServerRecord& d : s.data_servers) {
+        any_alive |= !d.removed && IsProcessAlive(d.pid, kDataExe);
+      }
+      if (any_alive) {
+        return InvalidArgument("the cluster at " + root + " runs without TLS; `aquifer cluster "
+                               "down --root " + root + "` first, then `cluster up --tls` starts "
+                               "every daemon and the mount with it");
+      }
+      s.tls = true;
+    }
   } else if (loaded.status().code() == Code::kNotFound) {
     s = NewState(o, root);
+    s.tls = o.tls;
     fresh = true;
   } else {
     return Status(loaded.status().code(),
@@ -392,6 +480,16 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       << " (default layout RS " << s.k << "+" << s.m << ", stripe unit " << s.unit_bytes
       << " bytes)\n";
   AQ_RETURN_IF_ERROR(MakeDirs(s.meta.db));
+  // TLS (the record's choice, so restarts keep it): the files, and this process's own calls
+  // (the waits below) go through it too.
+  if (s.tls) {
+    AQ_RETURN_IF_ERROR(EnsureLocalTlsFiles(root, out));
+    AQ_RETURN_IF_ERROR(UseLocalClusterTls(root));
+    out << "  tls    on: CA " << TlsCaPath(root) << " (clients: -o tls_ca=FILE or "
+        << "AQUIFER_TLS_CA=FILE), server certificate " << TlsCertPath(root) << "\n";
+  } else {
+    AQ_RETURN_IF_ERROR(UseTlsCa("", ""));
+  }
 
   // Metadata server: on the port it had, so data servers and the mount keep their address.
   bool meta_started = false;
@@ -493,6 +591,10 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       if (::access(ClusterKeyPath(s.root).c_str(), F_OK) == 0) {
         argv.push_back("-o");
         argv.push_back("key=" + ClusterKeyPath(s.root));
+      }
+      if (s.tls) {
+        argv.push_back("-o");
+        argv.push_back("tls_ca=" + TlsCaPath(s.root));
       }
       if (!o.mount_options.empty()) {
         argv.push_back("-o");

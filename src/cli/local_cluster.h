@@ -6,7 +6,8 @@
 // and the mount keep working.
 //
 // Directory shape: ROOT/cluster.json, ROOT/cluster.lock, ROOT/logs/{meta,ds1..,mount}.log,
-// ROOT/run/*.port, ROOT/meta/db/, ROOT/data/ds1.., ROOT/mnt (default mount point).
+// ROOT/run/*.port, ROOT/meta/db/, ROOT/data/ds1.., ROOT/mnt (default mount point), ROOT/cluster.key,
+// and with --tls ROOT/tls/{ca.pem,ca.key,server.pem,server.key}.
 // Not thread-safe; concurrent `aquifer` commands on one root serialize on ROOT/cluster.lock.
 #pragma once
 
@@ -42,6 +43,12 @@ struct UpOptions {
   // cluster, they replace the recorded ones (applied the next time aquifer-meta starts).
   std::vector<std::string> meta_args;
   std::chrono::milliseconds timeout{60000};  // per wait (serving, registration, mount)
+  // TLS on every connection (common/tls.h): a new cluster gets a private CA and one server
+  // certificate in ROOT/tls; every daemon starts with --tls and those files, the mount with
+  // -o tls_ca=ROOT/tls/ca.pem. Recorded in cluster.json, so later starts keep it without the
+  // flag; given to a stopped cluster without TLS, it turns TLS on (refused while one of its
+  // daemons runs without it). Off by default (plain TCP on loopback).
+  bool tls = false;
   // Which of the layout/size fields the user set explicitly; an existing cluster with other
   // values is an error rather than silently ignored.
   bool data_servers_given = false;
@@ -50,7 +57,8 @@ struct UpOptions {
 
 // Starts what is missing of the cluster under options.root and prints one line per daemon to
 // `out`. Returns the record as saved. Errors: kInvalidArgument for bad options or a
-// conflicting existing cluster; kNotFound when a binary is missing; kUnavailable (with the
+// conflicting existing cluster (also: --tls while daemons of a cluster without TLS run, or a
+// ROOT/tls holding some of its files but not all); kNotFound when a binary is missing; kUnavailable (with the
 // log's last lines) when a daemon exits or does not serve / register / mount in time.
 Result<ClusterState> ClusterUp(const UpOptions& options, std::ostream& out);
 
@@ -97,6 +105,20 @@ std::string ClientRegistryPath(const std::string& root);
 // $AQUIFER_KEY_FILE when set, else ROOT/cluster.key when it exists, else none.
 // Errors: ReadClusterKeyFile's.
 Status UseLocalClusterKey(const std::string& root);
+
+// ROOT/tls: the local cluster's TLS files as WriteNewTlsFiles (common/tls.h) names them
+// (ca.pem, ca.key, server.pem, server.key), made by `cluster up --tls`. Its daemons get
+// --tls-ca/--tls-cert/--tls-key of these, its mounts -o tls_ca=ROOT/tls/ca.pem.
+std::string ClusterTlsDir(const std::string& root);
+// Sets this process's TLS (common/tls.h, SetProcessTls) for its calls to the cluster at ROOT:
+// $AQUIFER_TLS_CA when set (the explicit choice wins, as $AQUIFER_KEY_FILE for the key), else
+// ROOT/tls/ca.pem when it exists, else none (plain TCP). Errors: Tls::Load's (kNotFound for a
+// missing file, kInvalidArgument for one that is not a certificate), prefixed with the file.
+Status UseLocalClusterTls(const std::string& root);
+// Sets this process's TLS as a client of a cluster named by address (--meta): `ca_file` (the
+// CLI's --tls-ca) when given, else $AQUIFER_TLS_CA, else none; the servers' certificates must
+// name `server_name` ("" = "aquifer"). Errors as UseLocalClusterTls.
+Status UseTlsCa(const std::string& ca_file, const std::string& server_name);
 
 // `root` made absolute and normalized (no trailing slash).
 std::string AbsoluteRoot(const std::string& root);

@@ -328,8 +328,13 @@ int Run(int argc, char** argv) {
                                          opts.mountpoint;
   Result<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) {
-    fprintf(stderr, "aquifer-mount: cannot connect to aquifer-meta at %s: %s\n",
-            opts.meta_address.c_str(), client.status().ToString().c_str());
+    // A TLS server answers a plain client with nothing gRPC can read: it reports unavailable.
+    const bool maybe_tls = client.status().code() == Code::kUnavailable && !ProcessTls();
+    fprintf(stderr, "aquifer-mount: cannot connect to aquifer-meta at %s: %s%s\n",
+            opts.meta_address.c_str(), client.status().ToString().c_str(),
+            maybe_tls ? " (if the cluster runs with TLS, give its CA: -o tls_ca=FILE or "
+                        "AQUIFER_TLS_CA=FILE)"
+                      : "");
     NotifyParent(notify_fd, 1);
     if (invalidator) invalidator->Stop();
     fuse_session_destroy(se);

@@ -69,6 +69,25 @@ TEST(ClusterStateTest, AcceptsANeverStartedClusterWithEmptyAddressesAndNoMount) 
   EXPECT_EQ(r->k, 4u);
 }
 
+TEST(ClusterStateTest, KeepsTheTlsFlagAndReadsItsAbsenceAsOff) {
+  ClusterState s = SampleState();
+  EXPECT_EQ(SerializeClusterState(s).find("\"tls\""), std::string::npos);
+  s.tls = true;
+  const std::string text = SerializeClusterState(s);
+  EXPECT_NE(text.find("\"tls\": true"), std::string::npos) << text;
+  Result<ClusterState> back = ParseClusterState(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->tls);
+  EXPECT_TRUE(*back == s);
+  Result<ClusterState> old = ParseClusterState(SerializeClusterState(SampleState()));
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->tls);
+  const std::string on = "\"tls\": true";
+  std::string bad = text;
+  bad.replace(bad.find(on), on.size(), "\"tls\": \"yes\"");
+  ExpectInvalid(bad, "tls: expected true or false");
+}
+
 TEST(ClusterStateTest, RejectsTextThatIsNotJson) {
   ExpectInvalid("{\"version\": 1,", "not valid JSON");
   ExpectInvalid("", "not valid JSON");

@@ -226,6 +226,77 @@ TEST(CommandLineTest, DataServerIndexOutsideTheClusterSaysWhichIndexesExist) {
   std::filesystem::remove_all(root);
 }
 
+TEST(CommandLineTest, ClusterUpTakesTlsAndIsPlainByDefault) {
+  EXPECT_FALSE(ParseOk({"cluster", "up"}).up.tls);
+  EXPECT_TRUE(ParseOk({"cluster", "up", "--tls"}).up.tls);
+  Invocation help = ParseOk({"help", "cluster", "up"});
+  EXPECT_NE(help.help_text.find("--tls"), std::string::npos) << help.help_text;
+}
+
+TEST(CommandLineTest, TlsNewTakesADirNameAndDays) {
+  Invocation inv = ParseOk({"tls", "new", "/tmp/aquifer-pki"});
+  EXPECT_EQ(inv.command, Command::kTlsNew);
+  EXPECT_EQ(inv.path, "/tmp/aquifer-pki");
+  EXPECT_TRUE(inv.tls_server_name.empty());
+  EXPECT_EQ(inv.tls_days, 3650);
+  inv = ParseOk({"tls", "new", "pki", "--name", "storage.example.org", "--days", "90"});
+  EXPECT_EQ(inv.tls_server_name, "storage.example.org");
+  EXPECT_EQ(inv.tls_days, 90);
+  ExpectUsageError({"tls", "new"}, "DIR");
+  ExpectUsageError({"tls", "new", "pki", "--days", "0"}, "--days");
+  ExpectUsageError({"tls"}, "subcommand");
+  Invocation top = ParseOk({"help"});
+  EXPECT_NE(top.help_text.find("tls"), std::string::npos) << top.help_text;
+  Invocation help = ParseOk({"help", "tls", "new"});
+  EXPECT_NE(help.help_text.find("--name"), std::string::npos) << help.help_text;
+}
+
+TEST(CommandLineTest, CommandsThatCallAClusterTakeATlsCa) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"status"}, {"fsck"}, {"server", "list"}, {"repair", "wait"}, {"rebalance", "wait"},
+           {"meta", "backup", "/b"}, {"server", "drain", "ds1"}, {"mount", "/mnt/x"}}) {
+    std::vector<std::string> full = args;
+    full.insert(full.end(), {"--meta", "127.0.0.1:7000", "--tls-ca", "/etc/aquifer/ca.pem",
+                             "--tls-server-name", "storage.example.org"});
+    Invocation inv = ParseOk(full);
+    EXPECT_EQ(inv.tls_ca_file, "/etc/aquifer/ca.pem") << args[0];
+    EXPECT_EQ(inv.tls_server_name, "storage.example.org") << args[0];
+  }
+}
+
+// `tls new` writes the four files (keys 0600), says where each goes, and never overwrites.
+TEST(CommandLineTest, TlsNewWritesTheFilesOnceAndSaysWhereTheyGo) {
+  char tmpl[] = "/tmp/aquifer-cli-tls-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/pki";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"tls", "new", dir, "--name", "storage.example.org"}, out, err), 0)
+      << err.str();
+  for (const char* f : {"ca.pem", "ca.key", "server.pem", "server.key"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+    EXPECT_NE(out.str().find(dir + "/" + f), std::string::npos) << out.str();
+  }
+  for (const char* f : {"ca.key", "server.key"}) {
+    const auto perms = std::filesystem::status(dir + "/" + f).permissions();
+    EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none) << f;
+  }
+  EXPECT_NE(out.str().find("tls_server_name=storage.example.org"), std::string::npos)
+      << out.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunCli({"tls", "new", dir}, out2, err2), 1);
+  EXPECT_NE(err2.str().find("not overwritten"), std::string::npos) << err2.str();
+  std::filesystem::remove_all(tmpl);
+}
+
+// A CA file that does not exist is an error before any call, naming the file.
+TEST(CommandLineTest, AMissingTlsCaFailsAtOnceNamingTheFile) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"server", "list", "--meta", "127.0.0.1:1", "--tls-ca",
+                    "/nonexistent/aquifer-ca.pem"}, out, err), 1);
+  EXPECT_NE(err.str().find("/nonexistent/aquifer-ca.pem"), std::string::npos) << err.str();
+}
+
 class ConfigFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -253,6 +324,12 @@ TEST_F(ConfigFileTest, ConfigValuesApplyAndFlagsOverrideThem) {
   EXPECT_TRUE(inv.up.layout_given);
   EXPECT_EQ(inv.up.mount_dir, "/tmp/aquifer-cfg-mnt");
   EXPECT_EQ(inv.up.capacity_bytes, 1073741824u);
+}
+
+TEST_F(ConfigFileTest, TlsKeyTurnsTlsOn) {
+  EXPECT_TRUE(ParseOk({"cluster", "up", "--config", Write("[cluster]\ntls = true\n")}).up.tls);
+  ExpectUsageError({"cluster", "up", "--config", Write("[cluster]\ntls = \"yes\"\n")},
+                   "[cluster].tls: expected true or false");
 }
 
 TEST_F(ConfigFileTest, RejectsUnknownKeysWrongTypesAndBadToml) {

@@ -97,7 +97,8 @@ aq_is_mounted() { grep -q " $1 fuse.aquifer " /proc/mounts; }
 
 # aq_mount_refused NAME [ENV...] CMD [MOUNT ARGS...]: runs CMD META_ADDR DIR -f ... (aquifer-mount
 # in the foreground) and expects it to exit non-zero within 30 s without mounting, saying why in
-# words of the key or the refusal (unauthenticated, cluster key, permission, denied).
+# words of the key, the refusal or TLS (unauthenticated, cluster key, permission, denied; tls_ca
+# for a plain mount of a TLS cluster, certificate verify for one that does not trust its CA).
 aq_mount_refused() {
   local name=$1
   shift
@@ -108,9 +109,9 @@ aq_mount_refused() {
   aq_is_mounted "$dir" && { fusermount3 -uz "$dir"; aq_fail "$name: mounted"; }
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] ||
     aq_fail "$name: aquifer-mount exit $rc (want a failure, not a hang)"
-  grep -qi "unauthenticated\|cluster key\|cluster-key\|permission\|denied" \
+  grep -qi "unauthenticated\|cluster key\|cluster-key\|permission\|denied\|tls_ca\|certificate verify" \
     "$AQ_SCRATCH/$name.log" || aq_fail "$name: no reason given in: $(cat "$AQ_SCRATCH/$name.log")"
-  aq_log "$name: refused (exit $rc): $(grep -i 'denied\|key\|unauth\|permission' \
+  aq_log "$name: refused (exit $rc): $(grep -i 'denied\|key\|unauth\|permission\|tls_ca\|certificate verify' \
     "$AQ_SCRATCH/$name.log" | head -1)"
 }
 aq_not_mounted() { ! aq_is_mounted "$1"; }
