@@ -32,6 +32,7 @@
 #include "common/client_credential.h"
 #include "common/cluster_key.h"
 #include "common/tls.h"
+#include "wire/conn.h"
 #include "common/lock_checks.h"
 #include "common/http_endpoint.h"
 #include "common/logging.h"
@@ -328,13 +329,21 @@ int Run(int argc, char** argv) {
                                          opts.mountpoint;
   Result<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) {
-    // A TLS server answers a plain client with nothing gRPC can read: it reports unavailable.
-    const bool maybe_tls = client.status().code() == Code::kUnavailable && !ProcessTls();
+    // gRPC says only "unavailable" when TLS fails: a plain client of a TLS server, or a TLS
+    // client that refuses the server's certificate. Say which.
+    std::string why;
+    if (client.status().code() == Code::kUnavailable) {
+      if (ProcessTls() == nullptr) {
+        why = " (if the cluster runs with TLS, give its CA: -o tls_ca=FILE or "
+              "AQUIFER_TLS_CA=FILE)";
+      } else if (auto at = ParseListenAddress(opts.meta_address); at.ok()) {
+        Status probe = wire::ProbeTls(at->first, at->second, *ProcessTls(),
+                                      std::chrono::steady_clock::now() + std::chrono::seconds(5));
+        if (!probe.ok()) why = " (" + probe.message() + ")";
+      }
+    }
     fprintf(stderr, "aquifer-mount: cannot connect to aquifer-meta at %s: %s%s\n",
-            opts.meta_address.c_str(), client.status().ToString().c_str(),
-            maybe_tls ? " (if the cluster runs with TLS, give its CA: -o tls_ca=FILE or "
-                        "AQUIFER_TLS_CA=FILE)"
-                      : "");
+            opts.meta_address.c_str(), client.status().ToString().c_str(), why.c_str());
     NotifyParent(notify_fd, 1);
     if (invalidator) invalidator->Stop();
     fuse_session_destroy(se);

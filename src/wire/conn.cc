@@ -153,6 +153,12 @@ Result<Conn> StartTlsClient(int fd, const Tls& tls, const std::string& peer,
   }
 }
 
+Status ProbeTls(const std::string& host, uint16_t port, const Tls& tls, Deadline deadline) {
+  Result<int> fd = Connect(host, port, deadline);
+  if (!fd.ok()) return fd.status();
+  return StartTlsClient(*fd, tls, host + ":" + std::to_string(port), deadline).status();
+}
+
 Result<Conn> NewTlsServerConn(int fd, const Tls& tls) {
   Conn conn(fd, SSL_new(tls.server_ctx()));
   if (conn.ssl() == nullptr || SSL_set_fd(conn.ssl(), fd) != 1) {

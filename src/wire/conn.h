@@ -61,6 +61,12 @@ class Conn {
 // handshake with HOST:PORT failed: ..."; a server that speaks plain TCP fails here too).
 Result<Conn> StartTlsClient(int fd, const Tls& tls, const std::string& peer, Deadline deadline);
 
+// Why a TLS client cannot talk to `host`:`port`, for a refusal's message: connects and runs
+// only the TLS handshake (StartTlsClient: no hello, no request), then closes. OK when the
+// server's certificate is accepted. Errors: Connect's, or the handshake's reason ("the server's
+// certificate: certificate verify failed (tls_ca, tls_server_name)").
+Status ProbeTls(const std::string& host, uint16_t port, const Tls& tls, Deadline deadline);
+
 // The server side of TLS on an accepted non-blocking socket, owned by the result: a session
 // with `tls`'s server context, its handshake not yet run (StepTlsAccept runs it).
 // Errors: kInternal (OpenSSL could not make a session; `fd` is closed).
