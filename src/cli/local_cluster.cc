@@ -360,21 +360,14 @@ std::string ClusterKeyPath(const std::string& root) { return root + "/cluster.ke
 std::string ClusterTlsDir(const std::string& root) { return AbsoluteRoot(root) + "/tls"; }
 
 Status UseTlsCa(const std::string& ca_file, const std::string& server_name) {
-  std::string ca = ca_file;
-  if (ca.empty()) {
-    const char* env = std::getenv("AQUIFER_TLS_CA");
-    if (env != nullptr) ca = env;
-  }
-  if (ca.empty()) {
-    SetProcessTls(nullptr);
-    return OkStatus();
-  }
   TlsFiles files;
-  files.ca_file = ca;
+  files.ca_file = ca_file;
   if (!server_name.empty()) files.server_name = server_name;
-  Result<std::shared_ptr<const Tls>> tls = Tls::Load(files, /*server=*/false);
-  if (!tls.ok()) return tls.status().WithPrefix("TLS CA " + ca);
-  SetProcessTls(*tls);
+  // The same rules as a mount's: the file given, else $AQUIFER_TLS_CA, else no TLS.
+  Result<std::shared_ptr<const Tls>> tls = LoadTlsForProcess(false, files, /*server=*/false);
+  if (!tls.ok()) {
+    return tls.status().WithPrefix("TLS CA " + (ca_file.empty() ? "$AQUIFER_TLS_CA" : ca_file));
+  }
   return OkStatus();
 }
 

@@ -72,12 +72,16 @@ std::string TokenMessage(std::string_view method, std::string_view seconds,
 }  // namespace
 
 Status WriteNewSecretFile(const std::string& path, std::string_view text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  return WriteNewFile(path, text, 0600);
+}
+
+Status WriteNewFile(const std::string& path, std::string_view text, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     if (errno == EEXIST) return AlreadyExists(path + " exists (not replaced)");
     return Internal("create " + path + ": " + std::strerror(errno));
   }
-  ::fchmod(fd, 0600);  // whatever the umask
+  ::fchmod(fd, mode);  // whatever the umask
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
   const int err = errno;

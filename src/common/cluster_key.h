@@ -5,6 +5,8 @@
 // comparison of a received MAC is constant-time (CRYPTO_memcmp). No sockets, no gRPC.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -48,6 +50,8 @@ Result<ClusterKey> ParseClusterKeyText(std::string_view text, const std::string&
 // partial file is removed). Blocking file I/O; thread-safe.
 Result<std::string> ReadSecretFile(const std::string& path, size_t max_bytes);
 Status WriteNewSecretFile(const std::string& path, std::string_view text);
+// WriteNewSecretFile with another mode (0644 for a certificate); the same errors.
+Status WriteNewFile(const std::string& path, std::string_view text, mode_t mode);
 
 // The key this process uses when a component is given none explicitly (the daemons' and the
 // mount's main() set it from --key / the config / AQUIFER_KEY_FILE; a test sets it for its

@@ -34,15 +34,9 @@ constexpr size_t kMaxPemBytes = 1 << 20;
 std::mutex process_tls_mu;
 std::shared_ptr<const Tls> process_tls;  // guarded by process_tls_mu
 
-// OpenSSL's queued reason for the last failure, emptied ("" when none).
+// TakeOpenSslErrors, or a placeholder when OpenSSL queued nothing.
 std::string OpenSslError() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
+  std::string out = TakeOpenSslErrors();
   return out.empty() ? "no reason given" : out;
 }
 
@@ -207,6 +201,17 @@ Result<std::shared_ptr<const Tls>> Tls::Load(const TlsFiles& files, bool server)
   return std::shared_ptr<const Tls>(std::move(tls));
 }
 
+std::string TakeOpenSslErrors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out;
+}
+
 std::shared_ptr<const Tls> ProcessTls() {
   std::lock_guard lock(process_tls_mu);
   return process_tls;
@@ -307,21 +312,6 @@ std::string KeyPem(EVP_PKEY* key) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-Status WritePublicFile(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST) return AlreadyExists(path + " exists");
-    return Internal(path + ": " + std::strerror(errno));
-  }
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(path.c_str());
-    return Internal(path + ": write failed");
-  }
-  return OkStatus();
-}
 
 }  // namespace
 
@@ -355,8 +345,8 @@ Status WriteNewTlsFiles(const std::string& dir, const std::string& server_name, 
   if (server == nullptr) return Internal("TLS: server certificate: " + OpenSslError());
   AQ_RETURN_IF_ERROR(WriteNewSecretFile(ca_key, KeyPem(ca_k.get())));
   AQ_RETURN_IF_ERROR(WriteNewSecretFile(server_key, KeyPem(server_k.get())));
-  AQ_RETURN_IF_ERROR(WritePublicFile(ca_pem, CertPem(ca.get())));
-  return WritePublicFile(server_pem, CertPem(server.get()));
+  AQ_RETURN_IF_ERROR(WriteNewFile(ca_pem, CertPem(ca.get()), 0644));
+  return WriteNewFile(server_pem, CertPem(server.get()), 0644);
 }
 
 }  // namespace aquifer

@@ -76,6 +76,10 @@ void SetProcessTls(std::shared_ptr<const Tls> tls);
 Result<std::shared_ptr<const Tls>> LoadTlsForProcess(bool on, const TlsFiles& files,
                                                      bool server);
 
+// What OpenSSL queued on this thread about the last failure, oldest first, "; "-joined, and
+// empties the queue; "" when nothing is queued.
+std::string TakeOpenSslErrors();
+
 // Makes a new private CA and one server certificate it signs, for a cluster that has no PKI of
 // its own: `dir`/ca.pem (the CA certificate: give it to every client), `dir`/ca.key (its key,
 // keep it to sign more), `dir`/server.pem and `dir`/server.key (every server's), the keys 0600.

@@ -42,17 +42,6 @@ void Conn::Close() {
   fd_ = -1;
 }
 
-std::string OpenSslReason() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
-
 Status Wait(int fd, short events, Deadline deadline) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -83,7 +72,7 @@ Status Classify(SSL* ssl, int rc, short* events) {
       return Unavailable("wire: connection closed");
     case SSL_ERROR_SYSCALL: {
       const int e = errno;
-      const std::string reason = OpenSslReason();
+      const std::string reason = TakeOpenSslErrors();
       if (e == EINTR) {
         *events = 0;
         return OkStatus();
@@ -93,7 +82,7 @@ Status Classify(SSL* ssl, int rc, short* events) {
                          (reason.empty() ? "" : " (" + reason + ")"));
     }
     default: {
-      const std::string reason = OpenSslReason();
+      const std::string reason = TakeOpenSslErrors();
       return Unavailable("wire: TLS: " + (reason.empty() ? "error " + std::to_string(err)
                                                          : reason));
     }
@@ -126,10 +115,10 @@ Result<Conn> StartTlsClient(int fd, const Tls& tls, const std::string& peer,
   auto failed = [&](const std::string& why) {
     return Unavailable("TLS handshake with " + peer + " failed: " + why);
   };
-  if (conn.ssl() == nullptr) return failed(OpenSslReason());
+  if (conn.ssl() == nullptr) return failed(TakeOpenSslErrors());
   if (SSL_set_fd(conn.ssl(), fd) != 1 ||
       SSL_set1_host(conn.ssl(), tls.server_name().c_str()) != 1) {
-    return failed(OpenSslReason());
+    return failed(TakeOpenSslErrors());
   }
   SSL_set_connect_state(conn.ssl());
   for (;;) {
@@ -162,7 +151,7 @@ Status ProbeTls(const std::string& host, uint16_t port, const Tls& tls, Deadline
 Result<Conn> NewTlsServerConn(int fd, const Tls& tls) {
   Conn conn(fd, SSL_new(tls.server_ctx()));
   if (conn.ssl() == nullptr || SSL_set_fd(conn.ssl(), fd) != 1) {
-    return Internal("wire: no TLS session: " + OpenSslReason());
+    return Internal("wire: no TLS session: " + TakeOpenSslErrors());
   }
   SSL_set_accept_state(conn.ssl());
   return conn;

@@ -93,7 +93,4 @@ Status ReadFullTls(Conn& conn, std::span<std::byte> out, bool idle,
 // ("wire: timed out", or poll's errno text).
 Status Wait(int fd, short events, Deadline deadline);
 
-// The reason OpenSSL queued for the last failure on this thread, and clears the queue.
-std::string OpenSslReason();
-
 }  // namespace aquifer::wire
