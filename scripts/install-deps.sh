@@ -10,7 +10,7 @@ build_pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   libfuse3-dev fuse3 liburing-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libisal-dev libspdlog-dev librocksdb-dev libssl-dev
+  libisal-dev libspdlog-dev librocksdb-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev
   fio sqlite3 rsync bindfs procps psmisc util-linux python3 curl
