@@ -89,13 +89,22 @@ Status Classify(SSL* ssl, int rc, short* events) {
   }
 }
 
+// One SSL_read / SSL_write of at most `len` bytes (OpenSSL takes an int length) with this
+// thread's error queue emptied first, so SSL_get_error sees only this call's reason.
+int ReadTls(SSL* ssl, std::byte* out, size_t len) {
+  ERR_clear_error();
+  return SSL_read(ssl, out, static_cast<int>(std::min<size_t>(len, INT_MAX / 2)));
+}
+int WriteTlsOnce(SSL* ssl, const std::byte* data, size_t len) {
+  ERR_clear_error();
+  return SSL_write(ssl, data, static_cast<int>(std::min<size_t>(len, INT_MAX / 2)));
+}
+
 // Writes all of `data`, waiting as OpenSSL asks, by `deadline`.
 Status WriteTls(Conn& conn, const std::byte* data, size_t len, Deadline deadline) {
   size_t done = 0;
   while (done < len) {
-    ERR_clear_error();
-    const int n = SSL_write(conn.ssl(), data + done,
-                            static_cast<int>(std::min<size_t>(len - done, INT_MAX / 2)));
+    const int n = WriteTlsOnce(conn.ssl(), data + done, len - done);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -177,9 +186,7 @@ Result<size_t> ReadSome(Conn& conn, std::span<std::byte> out, short* events) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
     return Unavailable(std::string("wire: recv: ") + std::strerror(errno));
   }
-  ERR_clear_error();
-  const int n = SSL_read(conn.ssl(), out.data(),
-                         static_cast<int>(std::min<size_t>(out.size(), INT_MAX / 2)));
+  const int n = ReadTls(conn.ssl(), out.data(), out.size());
   if (n > 0) return static_cast<size_t>(n);
   AQ_RETURN_IF_ERROR(Classify(conn.ssl(), n, events));
   if (*events == 0) *events = POLLIN;
@@ -195,9 +202,7 @@ Result<size_t> WriteSome(Conn& conn, std::span<const std::byte> bytes, short* ev
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
     return Unavailable(std::string("wire: send: ") + std::strerror(errno));
   }
-  ERR_clear_error();
-  const int n = SSL_write(conn.ssl(), bytes.data(),
-                          static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX / 2)));
+  const int n = WriteTlsOnce(conn.ssl(), bytes.data(), bytes.size());
   if (n > 0) return static_cast<size_t>(n);
   AQ_RETURN_IF_ERROR(Classify(conn.ssl(), n, events));
   if (*events == 0) *events = POLLOUT;
@@ -237,9 +242,7 @@ Status RecvAllTls(Conn& conn, std::span<std::byte> out, Deadline deadline, bool 
   }
   size_t got = 0;
   while (got < out.size()) {
-    ERR_clear_error();
-    const int n = SSL_read(conn.ssl(), out.data() + got,
-                           static_cast<int>(std::min<size_t>(out.size() - got, INT_MAX / 2)));
+    const int n = ReadTls(conn.ssl(), out.data() + got, out.size() - got);
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;
@@ -256,11 +259,9 @@ Status ReadFullTls(Conn& conn, std::span<std::byte> out, bool idle,
   size_t got = 0;
   int idle_waits = 0;
   while (got < out.size()) {
-    ERR_clear_error();
     // A blocking socket: SSL_read waits up to the socket's SO_RCVTIMEO, then asks to be called
     // again (SSL_ERROR_WANT_READ), as recv's EAGAIN in ReadFull.
-    const int n = SSL_read(conn.ssl(), out.data() + got,
-                           static_cast<int>(std::min<size_t>(out.size() - got, INT_MAX / 2)));
+    const int n = ReadTls(conn.ssl(), out.data() + got, out.size() - got);
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;
