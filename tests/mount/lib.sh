@@ -179,6 +179,11 @@ aq_start_cluster() {
   for ((i = 0; i < AQ_DATA_SERVERS; i++)); do aq_start_data "$i"; done
   for ((i = 0; i < AQ_DATA_SERVERS; i++)); do
     aq_wait_for 30 "data$i to register" grep -q "registered with meta" "$AQ_SCRATCH/data$i.log"
+    # AQ_TLS=1: a pass must be a pass over TLS. Servers that serve TLS refuse plain clients, so
+    # a mount that works afterwards speaks TLS too.
+    if [ "${AQ_TLS:-0}" = 1 ] && ! grep -q "TLS on:" "$AQ_SCRATCH/data$i.log"; then
+      aq_fail "AQ_TLS=1 but data$i does not serve TLS"
+    fi
   done
   aq_log "cluster up: meta=$AQ_META_ADDR data_servers=$AQ_DATA_SERVERS k=$AQ_K m=$AQ_M"
 }
