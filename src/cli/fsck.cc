@@ -95,6 +95,7 @@ struct Held {  // orphan chunk versions of one inode, by server
   uint64_t chunks = 0;
   uint64_t bytes = 0;
   uint64_t first_stripe = UINT64_MAX;
+  uint64_t max_version = 0;
 };
 
 std::string JoinPositions(const std::vector<uint32_t>& v) {
@@ -334,6 +335,7 @@ class Checker {
     ++h.chunks;
     h.bytes += c.length;
     h.first_stripe = std::min(h.first_stripe, stripe);
+    h.max_version = std::max(h.max_version, c.version);
   }
 
   // After a restore, a file from the backup (inode below the restore's inode floor) may hold
@@ -518,7 +520,93 @@ class Checker {
     ++printed;
   }
 
+  // Whether a pending GC task covers every chunk version `h` holds of `ino`.
+  static bool Covered(const std::multimap<uint64_t, FsckGcTask>& gc, uint64_t ino,
+                      const Held& h) {
+    auto [begin, end] = gc.equal_range(ino);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second.from_stripe <= h.first_stripe && h.max_version <= it->second.max_version) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Whether any server in `h` still holds a chunk of `ino` (listed again now).
+  Result<bool> StillHeld(uint64_t ino, const Held& h) {
+    if (ino == 0) return true;  // no key sorts before it to list after
+    for (size_t server : h.servers) {
+      // ListChunks starts after its key: the last possible key of inode ino-1.
+      Result<FsckChunkPage> p = rpc_.ListChunks(cursors_[server].address(), InodeId(ino - 1),
+                                                UINT64_MAX, UINT32_MAX, 1);
+      if (!p.ok()) return p.status();
+      if (!p->chunks.empty() && p->chunks.front().ino.value() == ino) return true;
+    }
+    return false;
+  }
+
+  // Chunks whose GC the metadata server has pending are being collected, not orphans: a file
+  // deleted or truncated just before the check (the data servers delete them a few heartbeats
+  // later). The tasks are asked for after the listing, so a task that was pending while the
+  // listing ran and finished before this call has deleted its chunks by now: an inode with
+  // no pending task is listed again, and only chunks still there count as orphans.
+  void SetAsideCollected() {
+    if (no_inode_.empty() && past_eof_.empty()) return;
+    Result<std::vector<FsckGcTask>> tasks = rpc_.PendingGc();
+    if (!tasks.ok()) {
+      ++r_.errors;
+      out_ << "ERROR  listing the metadata server's pending GC tasks: "
+           << Printable(tasks.status().ToString(), SIZE_MAX) << "\n";
+      return;
+    }
+    std::multimap<uint64_t, FsckGcTask> gc;
+    for (const FsckGcTask& t : *tasks) gc.emplace(t.ino.value(), t);
+    auto collected = [this](uint64_t ino, const Held& h) {
+      collecting_inodes_.insert(ino);
+      r_.collecting_chunks += h.chunks;
+      r_.collecting_bytes += h.bytes;
+    };
+    for (auto it = no_inode_.begin(); it != no_inode_.end();) {
+      if (Covered(gc, it->first, it->second)) {
+        collected(it->first, it->second);
+        it = no_inode_.erase(it);
+        continue;
+      }
+      Result<bool> held = StillHeld(it->first, it->second);
+      if (!held.ok()) {
+        ++r_.errors;
+        out_ << "ERROR  listing inode " << it->first
+             << "'s chunks again: " << Printable(held.status().ToString(), SIZE_MAX) << "\n";
+        ++it;
+        continue;
+      }
+      if (!*held) {  // deleted since the listing
+        r_.collected_during_check += it->second.chunks;
+        it = no_inode_.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    for (auto it = past_eof_.begin(); it != past_eof_.end();) {
+      if (Covered(gc, it->first, it->second)) {
+        collected(it->first, it->second);
+        it = past_eof_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    r_.collecting_inodes = collecting_inodes_.size();
+  }
+
   void ConfirmOrphans() {
+    ConfirmNoInode();
+    SetAsideCollected();
+    CountOrphans();
+  }
+
+  // Drops from no_inode_ the inodes that exist now (created during the walk, or unlinked and
+  // still open).
+  void ConfirmNoInode() {
     for (auto it = no_inode_.begin(); it != no_inode_.end();) {
       Result<std::optional<FsckAttr>> a = rpc_.GetAttr(InodeId(it->first));
       if (!a.ok()) {
@@ -532,6 +620,12 @@ class Checker {
         it = no_inode_.erase(it);
         continue;
       }
+      ++it;
+    }
+  }
+
+  void CountOrphans() {
+    for (auto it = no_inode_.begin(); it != no_inode_.end(); ++it) {
       ++r_.orphan_inodes;
       r_.orphan_chunks += it->second.chunks;
       r_.orphan_bytes += it->second.bytes;
@@ -541,7 +635,6 @@ class Checker {
                                            " chunk versions (" + HumanBytes(it->second.bytes) +
                                            ") on " + std::to_string(it->second.servers.size()) +
                                            " server(s)");
-      ++it;
     }
     for (const auto& [ino, h] : past_eof_) {
       ++r_.past_eof_files;
@@ -745,6 +838,17 @@ class Checker {
     }
     if (o_.repair) out_ << "; deleted " << r_.orphans_deleted << " chunk versions";
     out_ << "\n";
+    if (r_.collecting_chunks > 0 || r_.collected_during_check > 0) {
+      out_ << "being collected: " << r_.collecting_chunks << " chunk versions ("
+           << HumanBytes(r_.collecting_bytes) << ") of " << r_.collecting_inodes
+           << " deleted or truncated files, pending GC on the metadata server (not problems: "
+              "the data servers delete them within a few heartbeats)";
+      if (r_.collected_during_check > 0) {
+        out_ << "; " << r_.collected_during_check
+             << " more were deleted by GC while the check ran";
+      }
+      out_ << "\n";
+    }
     out_ << "warnings: " << r_.uncommitted_versions << " uncommitted chunk versions, "
          << r_.partial_versions << " partial versions over a whole older one\n";
     if (r_.missing_stripes > 0 || !r_.servers_skipped.empty()) {
@@ -777,6 +881,7 @@ class Checker {
   std::vector<std::string> server_names_;
   std::map<uint64_t, Held> no_inode_;
   std::map<uint64_t, Held> past_eof_;
+  std::set<uint64_t> collecting_inodes_;      // covered by a pending GC task
   std::map<uint64_t, Held> restored_;          // versions written after the restored backup
   FsckRestoreFloors floors_;
   std::map<size_t, bool> version_ranges_;      // server index -> honours min_version

@@ -16,7 +16,11 @@
 //    the map does not record, are a truncate's leftovers awaiting GC: not checked. Files from
 //    before stripe maps (map unknown) keep the old rule: no chunk at all is a hole.
 //    Chunks of an inode that does not exist (confirmed with GetAttr: files created or unlinked
-//    during the walk are not orphans) and committed chunks past a file's end are ORPHANS. After
+//    during the walk are not orphans) and committed chunks past a file's end are ORPHANS,
+//    unless a GC task pending on the metadata server (ListGcTasks) covers them: then they are
+//    being collected (a file deleted or truncated just before the check), counted apart and
+//    not a problem. A missing inode with no pending task is listed again, so chunks its GC
+//    deleted after the first listing are not counted either. After
 //    a restore from a backup (the metadata server reports restore floors), so are the chunk
 //    versions of a file from the backup written after it: above its restored data_version and
 //    below the restore's version floor (kept by the server as an abandoned range once a writer
@@ -74,6 +78,14 @@ struct FsckReport {
   // After a restore from a backup: files from it with chunk versions written after the backup
   // (above their restored data_version, below the restore's version floor). Orphans too.
   uint64_t restored_leftover_files = 0;
+  // Chunk versions a pending GC task covers (a file deleted or truncated just before): being
+  // deleted by the data servers, not problems. Of how many inodes, and their bytes.
+  uint64_t collecting_chunks = 0;
+  uint64_t collecting_bytes = 0;
+  uint64_t collecting_inodes = 0;
+  // Chunk versions of missing inodes that a second listing found gone (GC finished during the
+  // check): not problems.
+  uint64_t collected_during_check = 0;
   uint64_t orphans_deleted = 0;      // chunk versions deleted by --repair
   uint64_t orphans_left = 0;         // orphan chunk versions not deleted (no --repair, or failed)
   uint64_t errors = 0;               // RPC failures during the check or repair

@@ -532,6 +532,9 @@ class MetadataService {
 
   // For tests and tools: pending GC tasks, and how many inodes exist.
   std::vector<GcTask> PendingGcTasks();
+  // Up to `limit` pending GC tasks with an id above `after_id`, in id order; *eof when none
+  // further exists (ListGcTasks, for fsck). Takes cluster_mu_.
+  std::vector<GcTask> GcTasksAfter(uint64_t after_id, size_t limit, bool* eof);
   uint64_t InodeCount();
 
  private:

@@ -1291,6 +1291,15 @@ std::vector<GcTask> MetadataService::PendingGcTasks() {
   return out;
 }
 
+std::vector<GcTask> MetadataService::GcTasksAfter(uint64_t after_id, size_t limit, bool* eof) {
+  MutexLock lock(cluster_mu_);
+  std::vector<GcTask> out;
+  auto it = gc_tasks_.upper_bound(after_id);
+  for (; it != gc_tasks_.end() && out.size() < limit; ++it) out.push_back(it->second);
+  *eof = it == gc_tasks_.end();
+  return out;
+}
+
 uint64_t MetadataService::InodeCount() {
   std::shared_lock lock(mu_);
   return inode_count_;

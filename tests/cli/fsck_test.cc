@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -112,11 +113,26 @@ class FakeRpc : public FsckRpc {
   }
   Result<FsckRestoreFloors> RestoreFloors() override { return floors; }
   Result<uint64_t> InodesInUse() override { return inodes_in_use; }
+  Result<std::vector<FsckGcTask>> PendingGc() override {
+    ++pending_gc_calls;
+    if (on_pending_gc) on_pending_gc();
+    return gc;
+  }
 
   std::vector<uint64_t> min_versions;  // of each delete, in order
   bool version_ranges = true;          // what every server's Info says
   FsckRestoreFloors floors;            // the metadata server's (0: never restored)
   uint64_t inodes_in_use = 0;          // StatFs's files
+  std::vector<FsckGcTask> gc;          // the metadata server's pending GC tasks
+  int pending_gc_calls = 0;
+  std::function<void()> on_pending_gc;  // runs as the tasks are asked for
+
+  // Drops every chunk of `ino` on every server (a GC task finishing).
+  void Collect(uint64_t ino) {
+    for (auto& [addr, v] : chunks) {
+      std::erase_if(v, [ino](const FsckChunk& c) { return c.ino.value() == ino; });
+    }
+  }
 };
 
 // Gives file `ino` a stripe map (known) with `extents`.
@@ -219,6 +235,70 @@ TEST(FsckTest, RepairDeletesChunksOfMissingInodesAndCommittedStripesPastTheEnd) 
   EXPECT_EQ(whole, 2);
   EXPECT_EQ(tail, 3);
   EXPECT_EQ(rpc.deletes.size(), 5u);
+}
+
+// Regression (issue 22, the 30-minute storm): fsck run right after a burst of deletes counted
+// the chunks of deleted files still awaiting GC as orphans and exited 1; 30 s later it was
+// clean. Chunks a pending GC task covers are being collected, not orphans, and --repair leaves
+// them to the GC; a truncate's pending task covers the committed chunks past the new end.
+TEST(FsckTest, ChunksAPendingGcTaskCoversAreBeingCollectedNotOrphans) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 100, 7);
+  rpc.AddStripe(10, 0, 7, 100, {0, 1, 2});
+  rpc.AddStripe(10, 2, 6, 100, {0, 1, 2});  // past the end: a truncate whose GC is pending
+  rpc.AddStripe(50, 0, 4, 100, {0, 1, 2});  // inode 50 deleted, its GC pending
+  rpc.AddStripe(51, 0, 3, 4 * kUnit, {0, 1, 2, 3, 4, 5});
+  rpc.gc.push_back(FsckGcTask{InodeId(50), 0, UINT64_MAX});
+  rpc.gc.push_back(FsckGcTask{InodeId(51), 0, UINT64_MAX});
+  rpc.gc.push_back(FsckGcTask{InodeId(10), 1, 7});
+  std::string text;
+  FsckReport r = Check(rpc, true, &text);
+  EXPECT_TRUE(r.clean()) << text;
+  EXPECT_EQ(r.orphan_inodes, 0u) << text;
+  EXPECT_EQ(r.past_eof_files, 0u) << text;
+  EXPECT_EQ(r.collecting_inodes, 3u) << text;
+  EXPECT_EQ(r.collecting_chunks, 12u) << text;
+  EXPECT_TRUE(rpc.deletes.empty()) << "fsck --repair deleted what GC is deleting";
+  EXPECT_NE(text.find("being collected: 12 chunk versions"), std::string::npos) << text;
+}
+
+// A task covers only what it names: a truncate's task from stripe 3 does not cover a committed
+// chunk past the end at stripe 2, a task that stops at version 5 does not cover version 6 of a
+// deleted inode, and another inode's task covers nothing here. Those stay orphans.
+TEST(FsckTest, ChunksNoPendingGcTaskCoversStayOrphans) {
+  FakeRpc rpc;
+  rpc.AddFile(10, 100, 7);
+  rpc.AddStripe(10, 0, 7, 100, {0, 1, 2});
+  rpc.AddStripe(10, 2, 6, 100, {0});
+  rpc.AddStripe(60, 0, 6, 100, {0, 1});
+  rpc.AddStripe(61, 0, 1, 100, {0});
+  rpc.gc.push_back(FsckGcTask{InodeId(10), 3, 7});
+  rpc.gc.push_back(FsckGcTask{InodeId(60), 0, 5});
+  rpc.gc.push_back(FsckGcTask{InodeId(62), 0, UINT64_MAX});
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_FALSE(r.clean()) << text;
+  EXPECT_EQ(r.orphan_inodes, 2u) << text;
+  EXPECT_EQ(r.past_eof_files, 1u) << text;
+  EXPECT_EQ(r.collecting_chunks, 0u) << text;
+}
+
+// A deleted file's GC that finishes after the listing and before fsck asks for the pending
+// tasks leaves no task to cover its chunks; the second listing finds them gone, so they are
+// not orphans. Chunks of a missing inode still there at the second listing with no task are.
+TEST(FsckTest, ChunksGcDeletedDuringTheCheckAreNotOrphans) {
+  FakeRpc rpc;
+  rpc.AddStripe(70, 0, 2, 100, {0, 1, 2});
+  rpc.AddStripe(71, 0, 2, 100, {0, 1});
+  rpc.on_pending_gc = [&rpc] { rpc.Collect(70); };  // GC of inode 70 done just now
+  std::string text;
+  FsckReport r = Check(rpc, false, &text);
+  EXPECT_EQ(rpc.pending_gc_calls, 1);
+  EXPECT_EQ(r.orphan_inodes, 1u) << text;
+  EXPECT_EQ(r.orphan_chunks, 2u) << text;
+  EXPECT_EQ(r.collected_during_check, 3u) << text;
+  EXPECT_NE(text.find("inode 71 does not exist"), std::string::npos) << text;
+  EXPECT_EQ(text.find("inode 70 does not exist"), std::string::npos) << text;
 }
 
 // Regression (issue 16, problem 2): a stripe with no chunk on any server was taken for a hole,

@@ -1,5 +1,6 @@
 #include "cli/rpc/fsck_rpc.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -97,6 +98,27 @@ class GrpcFsckRpc final : public FsckRpc {
     if (s.code() == Code::kNotFound) return std::optional<FsckAttr>();
     AQ_RETURN_IF_ERROR(s);
     return std::optional<FsckAttr>(FromAttr(resp.attr()));
+  }
+
+  Result<std::vector<FsckGcTask>> PendingGc() override {
+    std::vector<FsckGcTask> out;
+    uint64_t after = 0;
+    while (true) {
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      aquifer::rpc::ListGcTasksRequest req;
+      req.set_after_id(after);
+      aquifer::rpc::ListGcTasksResponse resp;
+      grpc::Status st = meta_->ListGcTasks(&ctx, req, &resp);
+      // A metadata server from before the call: it cannot say, so nothing counts as collected.
+      if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) return out;
+      AQ_RETURN_IF_ERROR(FromRpc(st, resp.status(), "ListGcTasks", meta_address_));
+      for (const auto& t : resp.tasks()) {
+        out.push_back(FsckGcTask{InodeId(t.ino()), t.from_stripe(), t.max_version()});
+        after = std::max(after, t.id());
+      }
+      if (resp.eof() || resp.tasks_size() == 0) return out;
+    }
   }
 
   Status ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) override {

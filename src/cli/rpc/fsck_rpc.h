@@ -85,6 +85,15 @@ struct FsckRestoreFloors {
   uint64_t ino = 0;
 };
 
+// A GC task the metadata server holds until every data server has done it: the chunk versions
+// of `ino` at stripes >= from_stripe with version <= max_version are being deleted (a deleted
+// file: from_stripe 0, max_version UINT64_MAX; a truncate: its cut and the version it saw).
+struct FsckGcTask {
+  InodeId ino;
+  uint64_t from_stripe = 0;
+  uint64_t max_version = 0;
+};
+
 // The metadata server and data servers fsck talks to. Virtual so the checker can be tested with
 // an in-memory cluster.
 class FsckRpc {
@@ -116,6 +125,9 @@ class FsckRpc {
   virtual Result<uint64_t> InodesInUse() { return uint64_t{0}; }
   // The metadata server's restore floors. Default: never restored (fakes).
   virtual Result<FsckRestoreFloors> RestoreFloors() { return FsckRestoreFloors{}; }
+  // Every GC task pending on the metadata server now (ListGcTasks, paged). A metadata server
+  // without the call gives none. Default: none (fakes).
+  virtual Result<std::vector<FsckGcTask>> PendingGc() { return std::vector<FsckGcTask>{}; }
   // ReportLost on the metadata server: stripes of `ino` found lost (at most 1024), so that
   // `aquifer status` says data is lost. Default: nothing (fakes).
   virtual Status ReportLost(InodeId ino, const std::vector<uint64_t>& stripes) {

@@ -991,6 +991,25 @@ class ServiceImpl final : public pb::MetaService::Service {
     resp->set_same_file_system(r->same_file_system);
     return grpc::Status::OK;
   }
+  grpc::Status ListGcTasks(grpc::ServerContext* ctx, const pb::ListGcTasksRequest* req,
+                           pb::ListGcTasksResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kAdmin, nullptr, resp);
+    if (!gate.ok()) return Refuse(gate, resp);
+    constexpr uint32_t kMaxTasks = 10000;
+    const uint32_t limit = req->max_tasks() == 0 ? kMaxTasks : std::min(req->max_tasks(), kMaxTasks);
+    bool eof = false;
+    for (const GcTask& t : svc_->GcTasksAfter(req->after_id(), limit, &eof)) {
+      pb::GcTask* out = resp->add_tasks();
+      out->set_id(t.id);
+      out->set_ino(t.ino.value());
+      out->set_from_stripe(t.from_stripe);
+      out->set_max_version(t.max_version);
+    }
+    resp->set_eof(eof);
+    SetStatus(resp->mutable_status(), OkStatus());
+    return grpc::Status::OK;
+  }
   grpc::Status GetActivity(grpc::ServerContext* ctx, const pb::GetActivityRequest* req,
                            pb::GetActivityResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
