@@ -561,14 +561,15 @@ class Checker {
     }
     std::multimap<uint64_t, FsckGcTask> gc;
     for (const FsckGcTask& t : *tasks) gc.emplace(t.ino.value(), t);
-    auto collected = [this](uint64_t ino, const Held& h) {
-      collecting_inodes_.insert(ino);
+    // no_inode_ and past_eof_ never share an inode (without / with a file), so each counts once.
+    auto collected = [this](const Held& h) {
+      ++r_.collecting_inodes;
       r_.collecting_chunks += h.chunks;
       r_.collecting_bytes += h.bytes;
     };
     for (auto it = no_inode_.begin(); it != no_inode_.end();) {
       if (Covered(gc, it->first, it->second)) {
-        collected(it->first, it->second);
+        collected(it->second);
         it = no_inode_.erase(it);
         continue;
       }
@@ -589,13 +590,12 @@ class Checker {
     }
     for (auto it = past_eof_.begin(); it != past_eof_.end();) {
       if (Covered(gc, it->first, it->second)) {
-        collected(it->first, it->second);
+        collected(it->second);
         it = past_eof_.erase(it);
       } else {
         ++it;
       }
     }
-    r_.collecting_inodes = collecting_inodes_.size();
   }
 
   void ConfirmOrphans() {
@@ -881,7 +881,6 @@ class Checker {
   std::vector<std::string> server_names_;
   std::map<uint64_t, Held> no_inode_;
   std::map<uint64_t, Held> past_eof_;
-  std::set<uint64_t> collecting_inodes_;      // covered by a pending GC task
   std::map<uint64_t, Held> restored_;          // versions written after the restored backup
   FsckRestoreFloors floors_;
   std::map<size_t, bool> version_ranges_;      // server index -> honours min_version

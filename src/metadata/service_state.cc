@@ -1285,10 +1285,8 @@ void MetadataService::SettleDegradedWrites() {
 }
 
 std::vector<GcTask> MetadataService::PendingGcTasks() {
-  MutexLock lock(cluster_mu_);
-  std::vector<GcTask> out;
-  for (const auto& [id, t] : gc_tasks_) out.push_back(t);
-  return out;
+  bool eof = false;
+  return GcTasksAfter(0, SIZE_MAX, &eof);
 }
 
 std::vector<GcTask> MetadataService::GcTasksAfter(uint64_t after_id, size_t limit, bool* eof) {

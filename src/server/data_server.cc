@@ -279,7 +279,8 @@ void DataServer::MembershipLoop() {
     // Armed with `error`, no GC task of this reply is applied (they are resent): a test's way
     // to hold a GC backlog (tests/mount/fsck_gc_test.sh).
     const bool gc_held = !hb->gc.empty() && !AQ_FAILPOINT_STATUS("data.gc.before_apply").ok();
-    for (const GcTask& task : gc_held ? std::vector<GcTask>{} : hb->gc) {
+    const std::vector<GcTask> none;
+    for (const GcTask& task : gc_held ? none : hb->gc) {  // both lvalues: no copy
       Result<uint64_t> deleted =
           store_->CollectGarbage(task.inode, task.from_stripe, task.max_version, /*sync=*/false);
       if (!deleted.ok()) {

@@ -78,6 +78,28 @@ TEST_F(MetadataServiceTest, MkdirLinkUnlinkRmdirKeepCounts) {
   CheckInvariants();
 }
 
+// ListGcTasks' pages (fsck): id order after `after_id`, at most `limit`, eof only at the end.
+TEST_F(MetadataServiceTest, GcTasksAfterPagesInIdOrder) {
+  std::vector<InodeId> inos;
+  for (int i = 0; i < 3; ++i) {
+    inos.push_back(File(kRootInode, "g" + std::to_string(i)).ino);
+    ASSERT_TRUE(svc_->Unlink(kRootInode, "g" + std::to_string(i), Root()).ok());
+  }
+  bool eof = true;
+  std::vector<GcTask> first = svc_->GcTasksAfter(0, 2, &eof);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_FALSE(eof);
+  EXPECT_LT(first[0].id, first[1].id);
+  std::vector<GcTask> rest = svc_->GcTasksAfter(first[1].id, 2, &eof);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(first[0].ino, inos[0]);
+  EXPECT_EQ(first[1].ino, inos[1]);
+  EXPECT_EQ(rest[0].ino, inos[2]);
+  EXPECT_TRUE(svc_->GcTasksAfter(rest[0].id, 2, &eof).empty());
+  EXPECT_TRUE(eof);
+}
+
 TEST_F(MetadataServiceTest, SymlinkAndMknodAndReadlink) {
   auto s = svc_->Symlink(kRootInode, "ln", "target/path", Root());
   ASSERT_TRUE(s.ok());
