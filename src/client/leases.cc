@@ -213,13 +213,19 @@ void Client::Impl::HandleRecall(InodeId inode) {
   }
   if (holding && !kept) {
     AQ_FAILPOINT("client.recall.before_return");
+    // Cleared before the return, not after: once the metadata server has it back, another
+    // client may write the file and unlock, and a lock taken here next must see that
+    // (RevalidateForLock trusts a handle holding the lease). The reply can be late by a whole
+    // metadata server restart (WithSession waits it out). Until the return ends, the holders'
+    // mutexes (held) keep out their writes and RevalidateForLock's refresh.
+    for (OpenFile* f : writers) f->lease_held.store(false);
     Status s = WithSession([&](SessionId session) { return meta_->ReturnLease(inode, session); });
+    AQ_FAILPOINT("client.recall.after_return");
     if (!s.ok()) {
       // Still this session's at the server, at worst: the next write takes it again.
       Logger("client")->warn("return lease inode={} failed status={}", inode.value(),
                              s.ToString());
     }
-    for (OpenFile* f : writers) f->lease_held.store(false);
   }
   held.clear();
   giving.unlock();

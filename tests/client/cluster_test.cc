@@ -940,6 +940,56 @@ TEST_F(ClusterTest, AnOpenForWriteRacingAGiveBackDoesNotWriteWithoutTheLease) {
   EXPECT_EQ(*b->ReadFile("/f", kRoot), "a1");
 }
 
+// Regression (issue 22, the storm's lost locked increment, once per few metadata server kills):
+// a give-back cleared its handles' lease flag only after ReturnLease answered, and that answer
+// can be late by a whole metadata server restart. Meanwhile the other client took the lease,
+// wrote under the lock and unlocked; this client's next lock trusted its handle (it "held the
+// lease"), did not revalidate, and the kernel served the old page: the increment was lost.
+TEST_F(ClusterTest, ALockTakenWhileTheGiveBackAwaitsItsReplySeesTheOtherClientsWrite) {
+  StartCluster();
+  std::atomic<int> changed{0};
+  ClientOptions watched;
+  watched.on_changed_at_lock = [&](InodeId) { changed++; };
+  auto a = NewClient(watched);
+  auto b = NewClient(LeaseWait(std::chrono::milliseconds(20000)));
+  ASSERT_TRUE(a && b);
+  ASSERT_OK(a->WriteFile("/counter", "0", kRoot));
+  Result<Attributes> attr = a->Resolve("/counter", kRoot);
+  ASSERT_TRUE(attr.ok());
+  const LockRange whole{.type = F_WRLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  const LockRange unlock{.type = F_UNLCK, .start = 0, .end = UINT64_MAX, .pid = 1};
+  Result<Client::Opened> fa = a->Open(attr->inode, O_RDWR, kRoot);
+  ASSERT_TRUE(fa.ok()) << fa.status().ToString();
+  ASSERT_OK(a->SetLock(attr->inode, 1, whole, false, true));
+  EXPECT_EQ(*ReadAt(*a, *fa->file, 0, 16), "0");
+  WriteAt(*a, *fa->file, 0, "1");  // A holds the lease from here
+  ASSERT_OK(a->SetLock(attr->inode, 1, unlock, false, false));
+  {
+    // A's give-back gets its ReturnLease answer 3 s late (as across a metadata server restart).
+    failpoint::ScopedFailPoint late_reply("client.recall.after_return:delay=3000@1");
+    // B's open for write recalls the lease, and is answered once A has returned it.
+    Result<Client::Opened> fb = b->Open(attr->inode, O_RDWR, kRoot);
+    ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+    ASSERT_TRUE(WaitUntil([&] { return late_reply.hits() >= 1; }, std::chrono::seconds(2)));
+    ASSERT_OK(b->SetLock(attr->inode, 2, whole, false, true));
+    EXPECT_EQ(*ReadAt(*b, *fb->file, 0, 16), "1");
+    WriteAt(*b, *fb->file, 0, "2");
+    ASSERT_OK(b->SetLock(attr->inode, 2, unlock, false, false));  // commits first
+    ASSERT_OK(b->Release(std::move(fb->file)));
+    // A locks while its give-back still waits for the reply: the grant must tell the kernel
+    // that the file changed, and A's handle must read B's bytes.
+    const int before = changed.load();
+    ASSERT_OK(a->SetLock(attr->inode, 1, whole, false, true));
+    EXPECT_GT(changed.load(), before) << "the lock grant kept the kernel's cached pages";
+    Result<std::string> got = ReadAt(*a, *fa->file, 0, 16);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, "2");
+    ASSERT_OK(a->SetLock(attr->inode, 1, unlock, false, false));
+  }
+  EXPECT_OK(a->Release(std::move(fa->file)));
+  EXPECT_EQ(*b->ReadFile("/counter", kRoot), "2");
+}
+
 // A commit before an unlock that fails fails the unlock, and the lock stays held: the next
 // holder must not read the file without the bytes written under the lock.
 TEST_F(ClusterTest, AnUnlockWhoseCommitFailsKeepsTheLock) {

@@ -716,6 +716,9 @@ def worker_locks(ctx, wid):
     incs = 0
     uncertain = 0
     last = -1
+    # One line per increment: the value written, when the lock was granted and released (local
+    # disk). Two processes writing the same value is a lost update; the trace says when.
+    trace = open(os.path.join(ctx["results"], name + ".trace"), "w", buffering=1)
     while not stopping(ctx):
         t0 = now()
         fd = None
@@ -729,6 +732,7 @@ def worker_locks(ctx, wid):
             finally:
                 signal.alarm(0)
             locked = True
+            t_locked = now()
             data = os.pread(fd, 64, 0)
             try:
                 v = int(data.strip() or b"-1")
@@ -748,6 +752,8 @@ def worker_locks(ctx, wid):
                 wrote = False
             fcntl.lockf(fd, fcntl.LOCK_UN)
             locked = False
+            if v is not None:
+                trace.write("%d %.6f %.6f\n" % (v + 1, t_locked, now()))
             rec.op("lock-cycle")
             wrote = incs > 0 and last >= 0 and v is not None  # this cycle's write is not closed yet
         except LockTimeout:
@@ -1245,8 +1251,34 @@ class Driver:
                 out[label]["errors"].append({"t": now(), "workload": label, "kind": "other", "op": "lock-counter",
                                              "path": "locks/counter", "errno": "", "detail": str(e)})
             out[label]["ops"] += 1
+        self.check_lock_trace(out)
         log("lock counter: %d increments by %d processes" % (incs, 6))
         return out
+
+    def check_lock_trace(self, out):
+        """Every value the counter takes is written once: a value two processes both wrote is an
+        update lost between them. Reported with both lock holds (which process, when)."""
+        writes = collections.defaultdict(list)
+        for i in range(6):
+            try:
+                with open(os.path.join(self.results, "locks%d.trace" % i)) as f:
+                    for line in f:
+                        parts = line.split()
+                        if len(parts) == 3:
+                            writes[int(parts[0])].append((i, float(parts[1]), float(parts[2])))
+            except OSError:
+                continue
+        for value, holds in sorted(writes.items()):
+            if len(holds) < 2:
+                continue
+            out["verify-A"]["kinds"]["checksum"] += 1
+            out["verify-A"]["errors"].append({
+                "t": holds[0][1], "workload": "verify-A", "kind": "checksum", "op": "lock-trace",
+                "path": "locks/counter", "errno": "",
+                "detail": "value %d written by %s (lost update)" % (value, ", ".join(
+                    "locks%d (mount %s) held +%.3f..+%.3f s" % (w, "A" if w < 3 else "B",
+                                                              a - self.t0, b - self.t0)
+                    for w, a, b in holds))})
 
     def rates(self, res):
         """Mean work per second in seconds with a data server down (killed or stopped) against
