@@ -13,7 +13,9 @@ Result<std::vector<ServerId>> ClusterMap::TargetsOf(const Layout& layout, uint64
   if (it == pg_tables.end() || it->second.empty()) {
     return Unavailable("no placement groups of width " + std::to_string(width));
   }
-  const auto& pg = it->second[PgIndexOf(layout, stripe, static_cast<uint32_t>(it->second.size()))];
+  Result<uint32_t> index = PgIndexOf(layout, stripe, static_cast<uint32_t>(it->second.size()));
+  if (!index.ok()) return index.status();
+  const auto& pg = it->second[*index];
   if (pg.size() != width) {
     return Unavailable("placement group has " + std::to_string(pg.size()) + " targets, want " +
                        std::to_string(width));
@@ -28,7 +30,9 @@ Result<StripePlacement> ClusterMap::PlacementOf(const Layout& layout, uint64_t s
     return Unavailable("no placement groups of width " + std::to_string(width));
   }
   StripePlacement out;
-  out.pg_index = PgIndexOf(layout, stripe, static_cast<uint32_t>(it->second.size()));
+  Result<uint32_t> index = PgIndexOf(layout, stripe, static_cast<uint32_t>(it->second.size()));
+  if (!index.ok()) return index.status();
+  out.pg_index = *index;
   out.targets = it->second[out.pg_index];
   if (out.targets.size() != width) {
     return Unavailable("placement group has " + std::to_string(out.targets.size()) +

@@ -49,7 +49,8 @@ struct ClusterMap {
   uint32_t default_unit_bytes = 0;
 
   // The k + m targets of stripe `stripe` of a file with `layout`, position i at index i.
-  // Errors: kUnavailable when the map has no table of width k + m (or a PG of the wrong width).
+  // Errors: kUnavailable when the map has no table of width k + m, a PG of the wrong width, or
+  // fewer PGs than the layout's pg_count (a map older than the file: fetch a fresh one).
   Result<std::vector<ServerId>> TargetsOf(const Layout& layout, uint64_t stripe) const;
 
   // Targets and pending targets of stripe `stripe`. Errors: as TargetsOf.

@@ -38,10 +38,16 @@ uint64_t DataChunkLength(const Layout& layout, uint64_t stripe_len_bytes, uint32
   return std::min<uint64_t>(layout.unit_bytes, stripe_len_bytes - begin);
 }
 
-uint32_t PgIndexOf(const Layout& layout, uint64_t stripe, uint32_t table_size) {
+Result<uint32_t> PgIndexOf(const Layout& layout, uint64_t stripe, uint32_t table_size) {
+  if (table_size == 0) return Unavailable("no placement groups");
+  if (layout.pg_count > table_size) {
+    return Unavailable("the cluster map has " + std::to_string(table_size) +
+                       " placement groups of width " + std::to_string(layout.k + layout.m) +
+                       ", the file's layout names " + std::to_string(layout.pg_count) +
+                       " (the map is older than the file)");
+  }
   const uint64_t count = layout.pg_count == 0 ? table_size : layout.pg_count;
-  const uint64_t index = (uint64_t{layout.pg_start} + stripe % count) % count;
-  return static_cast<uint32_t>(index % table_size);
+  return static_cast<uint32_t>((uint64_t{layout.pg_start} + stripe % count) % count);
 }
 
 Status ValidateLayout(const Layout& layout) {

@@ -44,8 +44,13 @@ bool IsReplicated(const Layout& layout, uint64_t stripe_len_bytes);
 uint64_t DataChunkLength(const Layout& layout, uint64_t stripe_len_bytes, uint32_t position);
 
 // Index of the placement group of stripe `stripe` in the table of width k + m that has
-// `table_size` entries (> 0): (pg_start + stripe) % pg_count, folded into the table.
-uint32_t PgIndexOf(const Layout& layout, uint64_t stripe, uint32_t table_size);
+// `table_size` entries (> 0): (pg_start + stripe) % pg_count (pg_count 0, a legacy layout:
+// the table's size). Errors: kUnavailable when pg_count > table_size: the table is older than
+// the file (tables only grow, docs/repair.md), and the PG the file names is not in it yet;
+// the caller fetches a fresh cluster map. (Folding the index into the smaller table sent a
+// reader with a map from before a PG table grew to another PG's servers, which found nothing
+// and called a whole file lost.)
+Result<uint32_t> PgIndexOf(const Layout& layout, uint64_t stripe, uint32_t table_size);
 
 // Checks a layout: 1 <= k <= 16, 1 <= m <= 4, 0 < unit_bytes <= 16 MiB, pg_count > 0.
 Status ValidateLayout(const Layout& layout);
