@@ -20,6 +20,7 @@
 #include "client/cluster_map.h"
 #include "client/rpc/data_client.h"
 #include "client/rpc/move_admin.h"
+#include "common/failpoint.h"
 #include "testing/cluster_fixture.h"
 
 namespace aquifer {
@@ -512,6 +513,63 @@ TEST_F(RepairTest, WritesReachPendingTargetsOfMovesInFlight) {
   auto reader = NewClient();
   ASSERT_TRUE(reader);
   EXPECT_EQ(data.Verify(*reader), "");
+}
+
+}  // namespace
+}  // namespace aquifer
+
+namespace aquifer {
+namespace {
+
+// Regression (issue 22, the 30-minute storm: EIO on 4 whole files and DATA LOST in `aquifer
+// status`): a server with no PG positions joined (there: a repaired-away server came back), the
+// PG table grew, and files created next named the new PGs. A client whose map was older folded
+// the index into its smaller table, read another PG's servers, found no copy and reported the
+// files lost. The reader's map is held back here (fail point) until every check is done.
+TEST_F(RepairTest, AReaderWithAMapFromBeforeThePgTableGrewReadsFilesOnTheNewPgs) {
+  StartCluster(FastOptions(6));
+  auto first = NewClient();
+  ASSERT_TRUE(first);
+  ASSERT_OK(first->WriteFile("/first", "the PG table exists", kRoot));
+  auto reader = NewClient();  // fetches the map now: the table before it grows
+  ASSERT_TRUE(reader);
+  Result<client::ClusterMap> before = cluster_->GetClusterMap();
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->pg_tables.count(6), 1u);
+  const size_t old_pgs = before->pg_tables.at(6).size();
+  failpoint::ScopedFailPoint frozen("client.map.background_refresh:error");
+
+  ASSERT_TRUE(cluster_->AddDataServer().ok());
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  size_t new_pgs = old_pgs;
+  while (new_pgs == old_pgs && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Result<client::ClusterMap> now = cluster_->GetClusterMap();
+    if (now.ok() && now->pg_tables.count(6)) new_pgs = now->pg_tables.at(6).size();
+  }
+  ASSERT_GT(new_pgs, old_pgs) << "the PG table did not grow for the new server";
+
+  auto writer = NewClient();  // its map has the grown table
+  ASSERT_TRUE(writer);
+  DataSet on_new_pgs;
+  // pg_start is the inode number modulo pg_count: files past the first few dozen reach the new
+  // PGs, every 8th of them erasure-coded.
+  for (int i = 0; i < 400 && on_new_pgs.files.size() < 8; ++i) {
+    const std::string path = "/g" + std::to_string(i);
+    const std::string bytes = RandomBytes(i % 8 == 0 ? 4 * kMiB + 17 : 900 + i * 31, 1400 + i);
+    ASSERT_OK(writer->WriteFile(path, bytes, kRoot));
+    Result<Attributes> attr = writer->Resolve(path, kRoot);
+    ASSERT_TRUE(attr.ok());
+    ASSERT_EQ(attr->layout.pg_count, new_pgs);
+    if (attr->layout.pg_start >= old_pgs) on_new_pgs.files[path] = bytes;
+  }
+  ASSERT_FALSE(on_new_pgs.files.empty()) << "no file fell on a new PG";
+  std::printf("%zu files on PGs %zu..%zu, read by a client whose map has %zu\n",
+              on_new_pgs.files.size(), old_pgs, new_pgs - 1, old_pgs);
+  EXPECT_EQ(on_new_pgs.Verify(*reader), "");
+  Result<client::MovesStatus> moves = cluster_->admin().GetMoves();
+  ASSERT_TRUE(moves.ok());
+  EXPECT_EQ(moves->lost_files, 0u) << moves->message;
 }
 
 }  // namespace
