@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client_fuse/fuse_metrics.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 
 namespace aquifer::fuse {
@@ -287,6 +288,12 @@ void ReplayRecallsAfter(Daemon& d, uint64_t epoch) {
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Daemon& d = DaemonOf(req);
+  // delay: a slow lookup of a name starting "failpoint-slow-lookup", which holds the kernel's
+  // lock of `parent` (shared) meanwhile (tests/mount/recall_dir_lock_test.sh). Other names are
+  // not slowed.
+  if (std::string_view(name).starts_with("failpoint-slow-lookup")) {
+    AQ_FAILPOINT("fuse.lookup.slow_name");
+  }
   const uint64_t epoch = d.recall_epoch.load();
   LookupAnswer(req, parent, name, epoch);
   ReplayRecallsAfter(d, epoch);  // `req` is answered: only `d` may be used
@@ -312,6 +319,7 @@ void OnGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OnSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, ino);  // the kernel holds ino's lock
   AttrChanges ch;
   if (to_set & FUSE_SET_ATTR_MODE) ch.mode = attr->st_mode & 07777;
   if (to_set & FUSE_SET_ATTR_UID) ch.uid = attr->st_uid;
@@ -342,38 +350,45 @@ void OnReadlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void OnMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
   mode_t m = (mode & S_IFMT) | (mode & 07777 & ~UmaskOf(req));
   ReplyEntryResult(req, ClientOf(req).Mknod(InodeId(parent), name, m, rdev, CallerOf(req, true)),
                    "mknod");
 }
 
 void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
   mode_t m = S_IFDIR | (mode & 07777 & ~UmaskOf(req));
   ReplyEntryResult(req, ClientOf(req).Mkdir(InodeId(parent), name, m, CallerOf(req, true)),
                    "mkdir");
 }
 
 void OnSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
   ReplyEntryResult(req, ClientOf(req).Symlink(InodeId(parent), name, link, CallerOf(req, true)),
                    "symlink");
 }
 
 void OnLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, newparent);
   ReplyEntryResult(
       req, ClientOf(req).Link(InodeId(ino), InodeId(newparent), newname, CallerOf(req, true)),
       "link");
 }
 
 void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
   ReplyStatus(req, ClientOf(req).Unlink(InodeId(parent), name, CallerOf(req, true)), "unlink");
 }
 
 void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
   ReplyStatus(req, ClientOf(req).Rmdir(InodeId(parent), name, CallerOf(req, true)), "rmdir");
 }
 
 void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
               const char* newname, unsigned int flags) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, parent, newparent);
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {  // RENAME_WHITEOUT: overlayfs only
     return ReplyError(req, Status(Code::kInvalidArgument, "rename flags"), "rename");
   }
@@ -421,6 +436,7 @@ bool IsPosixAcl(const char* name) { return std::strncmp(name, "system.posix_acl_
 
 void OnSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int flags) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, ino);
   if (IsPosixAcl(name)) {
     CountFuseError(EOPNOTSUPP);
     fuse_reply_err(req, EOPNOTSUPP);
@@ -455,6 +471,7 @@ void OnListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OnRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  DirChanges::Scope changing(DaemonOf(req).dir_changes, ino);
   Status s = ClientOf(req).RemoveXattr(InodeId(ino), name, CallerOf(req, true));
   if (!s.ok()) return ReplyInodeError(req, s, "removexattr");
   fuse_reply_err(req, 0);
@@ -570,6 +587,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
   Daemon& d = DaemonOf(req);
+  DirChanges::Scope changing(d.dir_changes, parent);
   mode_t m = S_IFREG | (mode & 07777 & ~UmaskOf(req));
   Result<Client::Opened> o =
       d.client->Create(InodeId(parent), name, m, LibraryFlags(fi->flags), CallerOf(req, true));

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "aquifer/client.h"
+#include "client_fuse/dir_changes.h"
 #include "client_fuse/group_cache.h"
 #include "client_fuse/inode_table.h"
 #include "client_fuse/kernel_invalidator.h"
@@ -77,6 +78,8 @@ struct Daemon {
   // "absent" for entry_timeout), and no kernel timeout outlasts the client's trust in its
   // leases (Client::CacheTrustLeft).
   bool cache_leases = false;
+  // Changes of directories in flight (dir_changes.h), for the kernel invalidator.
+  DirChanges dir_changes;
 
   // Open files by inode. Never held across an RPC.
   std::mutex open_mu;  // guards open_files and the SharedFile fields it says

@@ -1,5 +1,6 @@
 #include "client_fuse/kernel_invalidator.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <iterator>
 
@@ -13,8 +14,14 @@ constexpr size_t kKeepAtMost = 4096;
 }  // namespace
 
 KernelInvalidator::KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound,
-                                     std::function<bool(uint64_t)> kernel_has)
-    : session_(session), bound_(bound), kernel_has_(std::move(kernel_has)) {
+                                     std::function<bool(uint64_t)> kernel_has,
+                                     std::chrono::milliseconds name_bound,
+                                     std::function<bool(uint64_t)> dir_changing)
+    : session_(session),
+      bound_(bound),
+      kernel_has_(std::move(kernel_has)),
+      name_bound_(std::max(name_bound, bound)),
+      dir_changing_(std::move(dir_changing)) {
   for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { Loop(lane); });
 }
 
@@ -72,13 +79,35 @@ void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   }
   kept_.push_back(Kept{epoch, now, item});
   Lane& lane = LaneOf(item);
+  const bool is_name = item.is_name;
+  const uint64_t dir = item.inode;
   lane.queue.push_back(std::move(item));
   const uint64_t ticket = ++lane.queued;
   lane.work_cv.notify_one();
-  if (!lane.sent_cv.wait_for(lock.native(), bound_,
-                              [&]() REQUIRES(mu_) { return stop_ || lane.sent >= ticket; })) {
-    Logger("fuse")->debug("kernel invalidation still queued after {} ms (a request holds the "
-                          "directory); acknowledged anyway", bound_.count());
+  auto sent = [&]() REQUIRES(mu_) { return stop_ || lane.sent >= ticket; };
+  if (lane.sent_cv.wait_for(lock.native(), bound_, sent)) return;
+  if (!is_name || !dir_changing_) {
+    Logger("fuse")->debug("kernel invalidation still queued after {} ms; acknowledged anyway",
+                          bound_.count());
+    return;
+  }
+  // A name: wait on unless a change of this mount holds the directory the lane waits for (its
+  // own, or one ahead of it in the lane), which may wait for the host that waits for us.
+  for (;;) {
+    const uint64_t blocking = lane.sending_dir;
+    if (dir_changing_(dir) || (blocking != 0 && dir_changing_(blocking))) {
+      Logger("fuse")->debug("kernel invalidation of a name still queued after {} ms (a change "
+                            "of this mount holds the directory); acknowledged anyway",
+                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                Clock::now() - now).count());
+      return;
+    }
+    if (Clock::now() - now >= name_bound_) {
+      Logger("fuse")->info("kernel invalidation of a name still queued after {} ms (a request "
+                           "holds the directory); acknowledged anyway", name_bound_.count());
+      return;
+    }
+    if (lane.sent_cv.wait_for(lock.native(), std::chrono::milliseconds(2), sent)) return;
   }
 }
 
@@ -100,6 +129,7 @@ void KernelInvalidator::Loop(Lane& lane) {
     if (!lane.queue.empty()) {
       Item item = std::move(lane.queue.front());
       lane.queue.pop_front();
+      lane.sending_dir = item.is_name ? item.inode : 0;
       lock.Unlock();
       int rc = Send(item);
       if (rc == -ENOENT && !item.is_name && kernel_has_ && kernel_has_(item.inode)) {
@@ -110,6 +140,7 @@ void KernelInvalidator::Loop(Lane& lane) {
         }
       }
       lock.Lock();
+      lane.sending_dir = 0;
       ++lane.sent;
       lane.sent_cv.notify_all();
       // The kernel does not know the inode or name: it may be making it from a reply that
@@ -120,9 +151,11 @@ void KernelInvalidator::Loop(Lane& lane) {
     if (!lane.delayed.empty() && lane.delayed.front().due <= Clock::now()) {
       Item item = std::move(lane.delayed.front().item);
       lane.delayed.pop_front();
+      lane.sending_dir = item.is_name ? item.inode : 0;
       lock.Unlock();
       Send(item);
       lock.Lock();
+      lane.sending_dir = 0;
       continue;
     }
     if (lane.delayed.empty()) {

@@ -25,9 +25,15 @@ namespace aquifer::fuse {
 // fuse_lowlevel_notify_inval_entry: the kernel drops the dentry (positive or negative), which
 // takes the parent directory's inode lock, so it can wait on a request of this mount that holds
 // that lock (a create or rename in the same directory) and is itself waiting for another host.
-// So each call queues its notification for a thread of this class and waits until it was sent
-// or `bound` passed, whichever comes first; what is still queued goes out as soon as the lock is
-// free. Names and attributes have a thread each: attributes never wait behind a name that waits
+// So each call queues its notification for a thread of this class and waits until it was sent,
+// at most `bound` for an attribute notification. A name notification waits past `bound` while
+// the directory its lane's kernel call waits for is held by no change of this mount
+// (`dir_changing`, dir_changes.h): then the holder is a lookup, readdir or other reader, which
+// lets go without waiting for another host, and an acknowledgement before the kernel dropped the
+// name let the other host's rename return while this kernel still opened the old file by it (the
+// 30-minute storm's "read 9,000,000 bytes, closed 5,000,000" after a rename-over, with lookups
+// of the same directory slow under load). It gives up after `name_bound` (a reader stuck on a
+// metadata server that is down). What is still queued goes out as soon as the lock is free. Names and attributes have a thread each: attributes never wait behind a name that waits
 // for a directory lock. (One thread for both let a recall of a file's new size be acknowledged
 // after `bound` with the kernel's old size still cached: the writer's close returned, and the
 // other host's stat said 0, 1 in ~400 creates in a two-mount create storm.) Each kind is sent in
@@ -56,8 +62,12 @@ class KernelInvalidator {
   // acknowledging before it landed let the other host's close return while this kernel was about
   // to cache the old size (the storm's "stat says 0 after close on the other mount"). May be
   // empty (no such wait).
+  // `dir_changing(dir)`: whether a request of this mount that changes directory `dir` is in
+  // flight (DirChanges::Any). Empty: a name notification waits `bound` only, as an attribute one.
   KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound,
-                    std::function<bool(uint64_t)> kernel_has = {});
+                    std::function<bool(uint64_t)> kernel_has = {},
+                    std::chrono::milliseconds name_bound = std::chrono::milliseconds(2000),
+                    std::function<bool(uint64_t)> dir_changing = {});
   ~KernelInvalidator();
   KernelInvalidator(const KernelInvalidator&) = delete;
   KernelInvalidator& operator=(const KernelInvalidator&) = delete;
@@ -95,6 +105,7 @@ class KernelInvalidator {
     uint64_t queued = 0;  // items ever queued
     uint64_t sent = 0;    // items sent (or dropped at Stop)
     std::deque<Delayed> delayed;  // resends, in due order
+    uint64_t sending_dir = 0;     // names: the directory of the kernel call in progress, or 0
     std::thread thread;
   };
   Lane& LaneOf(const Item& item) { return lanes_[item.is_name ? 1 : 0]; }
@@ -107,6 +118,8 @@ class KernelInvalidator {
   fuse_session* const session_;
   const std::chrono::milliseconds bound_;
   const std::function<bool(uint64_t)> kernel_has_;
+  const std::chrono::milliseconds name_bound_;
+  const std::function<bool(uint64_t)> dir_changing_;
   // Guards stop_, kept_ and both lanes' queues and counters (Lane's fields are not annotated:
   // a nested struct cannot name this member).
   Mutex mu_;

@@ -270,13 +270,16 @@ int Run(int argc, char** argv) {
   }
   int notify_fd = opts.foreground ? -1 : ForkAndWait();
   if (opts.cache_leases) {
-    // A recall is acknowledged once the kernel dropped what it names, or after 50 ms when a
-    // request of this mount holds the directory (see kernel_invalidator.h). Made after the fork:
+    // A recall is acknowledged once the kernel dropped what it names; after 50 ms when a change
+    // of this mount holds the directory, 2 s at most otherwise (see kernel_invalidator.h; the
+    // metadata server waits 8 s by default). Made after the fork:
     // a thread started before it would not exist in the daemon (its join waited forever on a
     // thread id the daemon's next thread took, and no recall reached the kernel).
     invalidator = std::make_unique<KernelInvalidator>(
         se, std::chrono::milliseconds(50),
-        [&daemon](uint64_t ino) { return daemon.inodes.LookupCount(InodeId(ino)) > 0; });
+        [&daemon](uint64_t ino) { return daemon.inodes.LookupCount(InodeId(ino)) > 0; },
+        std::chrono::milliseconds(2000),
+        [&daemon](uint64_t dir) { return daemon.dir_changes.Any(dir); });
   }
 
   // Threads the client library starts inherit a blocked mask, so the termination signals reach
