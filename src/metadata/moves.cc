@@ -245,11 +245,14 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
   std::map<uint32_t, uint32_t> load = PlannedLoad(t.width);
 
   // 1. New servers: append PGs so positions per server stay what they were (existing files keep
-  // their pg_count, new files span the grown table). Built least-loaded first.
+  // their pg_count, new files span the grown table). Built least-loaded first. Only for servers
+  // past the most the table was sized for: a server that comes back with no positions (repair
+  // rebuilt them elsewhere while it was down) is not new, step 2 moves positions back to it.
   size_t grown = 0;
-  if (eligible.size() > members.size() && !members.empty()) {
+  const size_t sized_for = std::max<size_t>(t.sized_for, members.size());
+  if (eligible.size() > sized_for && !members.empty()) {
     const size_t desired = std::min<size_t>(
-        65536, (t.pgs.size() * eligible.size() + members.size() - 1) / members.size());
+        65536, (t.pgs.size() * eligible.size() + sized_for - 1) / sized_for);
     while (t.pgs.size() < desired) {
       const uint32_t pg = static_cast<uint32_t>(t.pgs.size());
       std::vector<const ServerState*> order = eligible;
@@ -275,6 +278,7 @@ void MetadataService::PlanRebalance(MoveBatch& mb, PgTable& t, int64_t now) {
       grown++;
     }
     if (grown > 0) {
+      t.sized_for = static_cast<uint32_t>(eligible.size());
       mb.dirty_tables.insert(t.width);
       Logger("meta")->info("grow pg_table width={} added_pgs={} pgs={}", t.width, grown,
                            t.pgs.size());

@@ -432,6 +432,7 @@ void StoreBatch::PutPgTable(const PgTable& t) {
     e.U32(static_cast<uint32_t>(t.pending[i].size()));
     for (ServerId s : t.pending[i]) e.U32(s.value());
   }
+  e.U32(t.sized_for);  // added after the pending targets: older records end before it
   ops_.push_back({StoreOp::Kind::kPut, PgKey(t.width), e.Take()});
 }
 void StoreBatch::PutMoveTask(const MoveTask& t) {
@@ -692,6 +693,7 @@ Result<std::vector<PgTable>> NamespaceStore::LoadPgTables() {
         for (uint32_t j = 0; j < w && d.ok(); ++j) t.pending[index].push_back(ServerId(d.U32()));
       }
     }
+    if (d.ok() && !bad && !d.AtEnd()) t.sized_for = d.U32();
     if (!d.ok()) bad = true;
     out.push_back(std::move(t));
     return !bad;

@@ -1098,6 +1098,7 @@ Status MetadataService::EnsurePgTable(uint32_t width) {
   // evenly and the choice is deterministic.
   PgTable table;
   table.width = width;
+  table.sized_for = static_cast<uint32_t>(up.size());
   table.pending.resize(options_.pgs_per_table);
   std::map<uint32_t, uint32_t> load;
   for (uint32_t pg = 0; pg < options_.pgs_per_table; ++pg) {

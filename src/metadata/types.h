@@ -140,6 +140,12 @@ struct PgTable {
   uint32_t width = 0;
   std::vector<std::vector<ServerId>> pgs;
   std::vector<std::vector<ServerId>> pending;
+  // The most servers that were eligible when the table was built or last grown (0: not
+  // recorded, a table persisted before this field: the servers it names count). The table grows
+  // only for servers past that count, so that a server coming back after repair rebuilt its
+  // positions elsewhere gets positions back by rebalance moves, not new PGs (each return grew
+  // the table by 1/7 in the storm, 64 to 147 PGs in 30 minutes).
+  uint32_t sized_for = 0;
 };
 
 // Why a PG position moves. Repair: its target failed (down past the repair delay, or removed

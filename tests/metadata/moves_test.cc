@@ -315,6 +315,41 @@ TEST_F(MovesTest, ARepairedServerComingBackIsToldToDeleteWhatItNoLongerHolds) {
   EXPECT_TRUE(Beat(dead)->pg_gc.empty());
 }
 
+// Regression (issue 22, the 30-minute storm): every data server that came back after repair had
+// rebuilt its positions elsewhere counted as a new server, and the PG table grew by a seventh
+// (64 to 147 PGs in 30 minutes, and each growth sent readers with a slightly older map to the
+// wrong PG until the client stopped folding indexes). A returning server gets positions back by
+// rebalance moves within the table it was sized for; only a server past that count grows it.
+TEST_F(MovesTest, AServerComingBackAfterRepairGetsPositionsBackWithoutGrowingTheTable) {
+  AddServers(7);
+  File(kRootInode, "f");
+  ASSERT_EQ(Table().pgs.size(), 64u);
+  const ServerId dead = Ids()[1];
+  Advance(opts_.heartbeat_timeout_ms + kRepairDelayMs + 200, {dead.value()});
+  FinishAllMoves({dead.value()});
+  ASSERT_EQ(Held(Table())[dead.value()], 0);
+
+  ASSERT_TRUE(Beat(dead).ok());  // back, with no positions
+  Advance(200);
+  EXPECT_EQ(Table().pgs.size(), 64u) << "the table grew for a server it was sized for";
+  MovesReport r = svc_->GetMoves();
+  ASSERT_FALSE(r.moves.empty()) << "nothing moves back to the returning server";
+  for (const MoveInfo& m : r.moves) {
+    EXPECT_EQ(m.task.kind, MoveKind::kRebalance);
+    EXPECT_EQ(m.task.to, dead);
+  }
+  FinishAllMoves();
+  const int share = 64 * 6 / 7;  // 54 or 55 positions each
+  EXPECT_GE(Held(Table())[dead.value()], share - 1);
+  ExpectDistinctDomains();
+  EXPECT_EQ(File(kRootInode, "g").layout.pg_count, 64u);
+
+  // A server the table was not sized for still grows it.
+  AddServers(1, "new");
+  Advance(200);
+  EXPECT_EQ(Table().pgs.size(), 74u);  // 64 * 8 / 7, rounded up
+}
+
 TEST_F(MovesTest, MoveTasksSurviveARestartOnRocksDb) {
   const std::string dir =
       "/tmp/aquifer-moves-test-" + std::to_string(::getpid()) + "-" +

@@ -132,7 +132,10 @@ TEST_P(StoreTest, CountersGcTasksServersAndPgTablesRoundTrip) {
   b.PutCounter("next_ino", 77);
   b.PutGcTask(GcTask{3, InodeId(9), 2, 41, {1, 2}});
   b.PutServer(ServerRecord{ServerId(4), "uuid-4", "127.0.0.1:9", "rack-a", 1000, 10});
-  b.PutPgTable(PgTable{6, {{ServerId(1), ServerId(2)}, {ServerId(3), ServerId(4)}}});
+  PgTable table{6, {{ServerId(1), ServerId(2)}, {ServerId(3), ServerId(4)}}};
+  table.pending = {{}, {ServerId(5), ServerId(0)}};
+  table.sized_for = 7;
+  b.PutPgTable(table);
   b.PutOrphan(InodeId(12));
   ASSERT_TRUE(store_->Write(b, true).ok());
   EXPECT_EQ(*store_->GetCounter("next_ino"), 77u);
@@ -148,6 +151,8 @@ TEST_P(StoreTest, CountersGcTasksServersAndPgTablesRoundTrip) {
   auto tables = store_->LoadPgTables();
   ASSERT_EQ(tables->size(), 1u);
   EXPECT_EQ((*tables)[0].pgs[1][1], ServerId(4));
+  EXPECT_EQ((*tables)[0].pending[1][0], ServerId(5));
+  EXPECT_EQ((*tables)[0].sized_for, 7u);
   EXPECT_EQ(*store_->LoadOrphans(), (std::vector<InodeId>{InodeId(12)}));
   StoreBatch del;
   del.DeleteGcTask(3);
