@@ -169,6 +169,9 @@ struct Listener::Impl {
 
 namespace {
 
+// How long Listener::Shutdown lets connection threads send the replies they are making.
+constexpr std::chrono::milliseconds kReplyGrace{1000};
+
 void SetBlocking(int fd, bool blocking) {
   const int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
@@ -293,8 +296,15 @@ void Listener::Shutdown() {
   ::close(impl_->wake_read);
   ::close(impl_->wake_write);
   std::unique_lock lock(impl_->mu);
-  for (int fd : impl_->open) ::shutdown(fd, SHUT_RDWR);  // wakes its thread's recv or send
-  impl_->ended.wait(lock, [this] { return impl_->open.empty(); });
+  // First the read side only: a thread waiting for the next request wakes and ends, and one
+  // whose reply is being made (a recall wait the shutdown just ended) still sends it. Cutting
+  // both sides at once lost such replies, and the client sent the call again over gRPC, which
+  // was shutting down too: it waited out its deadline (5 s) instead of hearing at once.
+  for (int fd : impl_->open) ::shutdown(fd, SHUT_RD);
+  if (!impl_->ended.wait_for(lock, kReplyGrace, [this] { return impl_->open.empty(); })) {
+    for (int fd : impl_->open) ::shutdown(fd, SHUT_RDWR);  // a send blocked on its peer
+    impl_->ended.wait(lock, [this] { return impl_->open.empty(); });
+  }
 }
 
 void Listener::Impl::Accept() {

@@ -85,8 +85,9 @@ class Listener {
                                                  std::optional<ClusterKey> key =
                                                      ProcessClusterKey(),
                                                  std::shared_ptr<const Tls> tls = ProcessTls());
-  // Stops accepting, shuts every connection down (waking their threads) and joins them.
-  // Idempotent.
+  // Stops accepting, shuts every connection's read side down (waking threads waiting for a
+  // request), lets replies being made go out for up to 1 s, then shuts the rest down fully,
+  // and joins every connection thread. Idempotent.
   void Shutdown();
   ~Listener();
 

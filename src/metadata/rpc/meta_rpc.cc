@@ -18,6 +18,7 @@
 
 #include "aquifer/units.h"
 #include "common/capability.h"
+#include "common/failpoint.h"
 #include "common/logging.h"
 #include "common/rpc/rpc_auth.h"
 #include "common/rpc/rpc_metrics.h"
@@ -1241,7 +1242,11 @@ class WireDispatch {
       iovec iov[2] = {{const_cast<std::byte*>(reply_head.data()), reply_head.size()},
                       {out.data(), out.size()}};
       calls_.fetch_add(1);
-      if (!wire::WriteFull(conn, iov, 2).ok()) return;
+      AQ_FAILPOINT("meta.wire.before_reply");  // delay: a reply late to go out
+      if (!wire::WriteFull(conn, iov, 2).ok()) {
+        replies_lost_.fetch_add(1);
+        return;
+      }
       if (in.capacity() > kKeptBufferBytes) std::string().swap(in);
       if (out.capacity() > kKeptBufferBytes) std::string().swap(out);
     }
@@ -1275,9 +1280,11 @@ class WireDispatch {
   ServiceImpl* service_;
   std::array<Run, static_cast<size_t>(wire::MetaMethod::kEnd)> table_;
   mutable std::atomic<uint64_t> calls_{0};
+  mutable std::atomic<uint64_t> replies_lost_{0};  // answers whose write failed
 
  public:
   uint64_t calls() const { return calls_.load(); }
+  uint64_t replies_lost() const { return replies_lost_.load(); }
 };
 
 struct MetaRpcServer::Impl {
@@ -1352,6 +1359,9 @@ Result<std::unique_ptr<MetaRpcServer>> MetaRpcServer::Start(MetadataService* ser
 
 uint16_t MetaRpcServer::wire_port() const { return impl_->wire ? impl_->wire->port() : 0; }
 uint64_t MetaRpcServer::wire_calls() const { return impl_->dispatch ? impl_->dispatch->calls() : 0; }
+uint64_t MetaRpcServer::wire_replies_lost() const {
+  return impl_->dispatch ? impl_->dispatch->replies_lost() : 0;
+}
 
 void MetaRpcServer::Shutdown() {
   if (impl_->stopped) return;

@@ -36,6 +36,9 @@ class MetaRpcServer {
   uint16_t wire_port() const;
   // Calls the metadata wire has answered since Start (the reply may still be in flight).
   uint64_t wire_calls() const;
+  // Of those, answers whose write to the connection failed (the peer went, or a shutdown cut
+  // the connection before the answer went out).
+  uint64_t wire_replies_lost() const;
   // Stops accepting calls and waits (bounded) for running ones. Idempotent.
   void Shutdown();
 

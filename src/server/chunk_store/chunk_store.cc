@@ -948,8 +948,9 @@ Result<uint64_t> ChunkStore::CollectGarbage(InodeId inode, uint64_t from_stripe,
     std::erase_if(marks, [&](const GcTombstone& t) {
       return t.from_stripe >= from_stripe && t.max_version <= max_version;
     });
-    marks.push_back({from_stripe, max_version, now_ms + keep_ms});
-    gc_tombstone_order_.emplace_back(now_ms + keep_ms, inode.value());
+    // +1: now_ms is truncated, so the tombstone lasts at least keep_ms from this call.
+    marks.push_back({from_stripe, max_version, now_ms + keep_ms + 1});
+    gc_tombstone_order_.emplace_back(now_ms + keep_ms + 1, inode.value());
   }
   return DeleteRange(inode, from_stripe, max_version, sync);
 }

@@ -13,6 +13,7 @@
 
 #include "aquifer/units.h"
 #include "client/rpc/meta_client.h"
+#include "common/failpoint.h"
 #include "metadata/metadata_service.h"
 #include "metadata/namespace_store.h"
 #include "metadata/rpc/meta_rpc.h"
@@ -203,6 +204,30 @@ TEST_F(MetaWireTest, AServerShutdownEndsARecallWaitOnTheWire) {
   server_->Shutdown();
   waiter.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000));
+}
+
+// Regression (CI, 2026-12-06: the test above took 5.0 s): the shutdown ended the recall wait,
+// but cut the connection both ways before the handler's answer went out; the client sent the
+// call again over gRPC, shutting down too, and waited out its 5 s deadline. The listener now
+// shuts the read side first and lets a reply being made go out. The fail point makes the reply
+// 300 ms late, so the cut always comes first without the grace.
+TEST_F(MetaWireTest, AServerShutdownStillSendsARecallWaitsLateAnswer) {
+  StartServer(true);
+  auto c = NewClient(true);
+  Result<client::SessionInfo> s = c->OpenSession("waiter");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(c->WaitRecall(s->id, milliseconds(10)).ok());  // opens the wire connection
+  failpoint::ScopedFailPoint late("meta.wire.before_reply:delay=300");
+  const auto t0 = std::chrono::steady_clock::now();
+  Status answered;
+  std::thread waiter([&] { answered = c->WaitRecall(s->id, milliseconds(8000)).status(); });
+  std::this_thread::sleep_for(milliseconds(300));
+  server_->Shutdown();
+  waiter.join();
+  // The answer (the stopping server's "unavailable") went out on the wire, not lost there and
+  // asked again over gRPC.
+  EXPECT_EQ(server_->wire_replies_lost(), 0u) << answered.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(2000));
 }
 
 TEST_F(MetaWireTest, ClientUsesGrpcWhenTheServerServesNoWire) {
