@@ -119,6 +119,8 @@ struct ClientCounters {
   uint64_t lookups_answered_found = 0;   // lookups answered from kept attributes (no call)
   uint64_t getattrs_answered = 0;        // getattrs answered from kept attributes (no call)
   uint64_t dir_listings = 0;         // directory name lists fetched to answer lookups
+  uint64_t creates_local = 0;        // creates answered under an exclusive directory lease
+  uint64_t create_batches = 0;       // CreateBatch calls that sent them
   uint64_t chunk_reads = 0;          // chunk read RPCs sent
   // Stripe reads decoded from other chunks, by cause: unavailable, checksum, missing_chunk,
   // stale_version, other (in this order; DegradedCauseNames gives the names).
@@ -184,6 +186,13 @@ struct ClientOptions {
   // truncates, or when the server restarts. An open and close that meet none of these cost no
   // metadata call.
   bool lazy_opens = true;
+  // Creates without a round trip (docs/design.md "Exclusive directory leases"): with cache
+  // leases on, the client asks for the exclusive lease on a directory it creates files in and,
+  // while it holds it, answers a create of a name it knows is free itself (an inode number from
+  // a batch the server reserved) and sends the creates in ordered batches: after 2 ms, before
+  // any other metadata call of this client, before an fsync, and when another host's call
+  // recalls the lease. Not on credential mounts.
+  bool dir_leases = false;
   std::function<void(InodeId)> on_attrs_recalled;
   std::function<void(InodeId parent, const std::string& name)> on_name_recalled;
   uint32_t io_threads = 8;                           // threads doing parallel chunk I/O
@@ -352,6 +361,9 @@ class Client {
   // As Flush, durably: data chunks are fdatasync'ed on the data servers and the commit synced on
   // the metadata server before return.
   Status Fsync(OpenFile& file, bool datasync);
+  // fsync of a directory, and what syncfs would ask: every namespace change this client made
+  // (creates it sent in batches included) is durable on the metadata server's disk on return.
+  Status SyncNamespace();
   // Allocates [offset, offset + length): mode 0 extends the size like a write of zeros.
   // Errors: kNotSupported for other modes; kFileTooLarge when the range ends past kMaxFileBytes
   // (2^63 - 1); kNoSpace when the bytes it adds past the file's end, times the layout's overhead

@@ -121,6 +121,11 @@ Status Client::Impl::Start() {
     cache_leases_on_ = true;
     cache_lease_ = session->cache_lease;
     meta_->SetCacheSession(session->id, cache_lease_);
+    if (options_.dir_leases && !client_credential_) {
+      dir_leases_on_ = true;
+      meta_->EnableDirLeases();
+      Logger("client")->info("exclusive directory leases on: creates are sent in batches");
+    }
     Logger("client")->info("cache leases on (the server recalls within {} ms)",
                            session->cache_lease.count());
   } else if (options_.cache_leases) {
@@ -484,6 +489,14 @@ Result<Client::Opened> Client::Create(InodeId parent, std::string_view name, uin
   AQ_RETURN_IF_ERROR(CheckName(name));
   const bool writable = (flags & O_ACCMODE) != O_RDONLY;
   mode = (mode & ~S_IFMT) | S_IFREG;
+  if (impl_->dir_leases_on_) {
+    // Under an exclusive lease on `parent`, a name known to be free is created here, and sent
+    // to the metadata server later in a batch (docs/design.md "Exclusive directory leases").
+    if (std::optional<client::OpenReply> local =
+            impl_->meta_->CreateLocally(parent, name, mode, caller, writable)) {
+      return impl_->OpenWith(std::move(*local), flags);
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + impl_->options_.lease_wait;
   std::chrono::milliseconds backoff(10);
   if (flags & O_TRUNC) impl_->RegisterAllLazy();  // it may truncate an existing file: as Open
@@ -620,14 +633,24 @@ Result<size_t> Client::Append(OpenFile& file, std::span<const std::byte> data) {
 Status Client::Flush(OpenFile& file) {
   if (!file.writable) return OkStatus();
   std::lock_guard lock(file.mu);
-  return impl_->Commit(file, /*sync=*/false);
+  AQ_RETURN_IF_ERROR(impl_->Commit(file, /*sync=*/false));
+  // A local create the server already refused (known without waiting: close does not wait
+  // for the batch).
+  return file.created_locally ? impl_->meta_->CreateError(file.inode) : OkStatus();
 }
 
 Status Client::Fsync(OpenFile& file, bool datasync) {
+  if (impl_->dir_leases_on_) {
+    // The file's create may still be in a batch: durable first, with its answer.
+    AQ_RETURN_IF_ERROR(impl_->meta_->FlushCreates(/*sync=*/true));
+    AQ_RETURN_IF_ERROR(impl_->meta_->CreateError(file.inode));
+  }
   if (!file.writable) return OkStatus();
   std::lock_guard lock(file.mu);
   return impl_->Commit(file, /*sync=*/true);
 }
+
+Status Client::SyncNamespace() { return impl_->meta_->FlushCreates(/*sync=*/true); }
 
 Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
                          uint64_t length_bytes) {

@@ -231,6 +231,9 @@ class OpenFile {
   std::atomic<bool> lease_held{false};
 
   std::mutex mu;  // guards everything below; held across chunk I/O of writes
+  // Created by this client under an exclusive directory lease (MetaClient::CreateLocally) and
+  // not written yet: its first write takes the lease its batched create got (EnsureLease).
+  bool created_locally = false;
   uint64_t write_version = 0;      // version of chunks this writer writes until it commits
   uint64_t committed_version = 0;  // the file's committed data_version
   uint64_t size = 0;               // local size, bytes (committed + buffered writes)
@@ -355,6 +358,9 @@ class Client::Impl {
   // offers them. With them on, write-lease recalls are given back on giver_ (a commit there
   // waits for other hosts' acknowledgements, which must not hold up this client's own acks).
   std::atomic<bool> cache_leases_on_{false};
+  // Exclusive directory leases (options_.dir_leases with cache leases, not on a credential
+  // mount): Create asks MetaClient::CreateLocally first. Set before any call.
+  bool dir_leases_on_ = false;
   // The process calls with a client credential (fixed before any client connects): root's
   // opens then go to the metadata server, which alone knows a root squash (OpenLazily).
   const bool client_credential_ = ProcessClientIdentity().has_value();

@@ -119,13 +119,15 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->opened_attr = reply.attr;
   file->registry = registry_;
   file->AdoptCommitted(reply.attr, reply.write_version);
-  file->lease_held.store(file->writable);  // an open for write took the lease
+  // An open for write took the lease; a local create takes it at its first write.
+  file->lease_held.store(file->writable && !reply.created_locally);
+  file->created_locally = reply.created_locally;
   const bool regular = (reply.attr.mode & S_IFMT) == S_IFREG;
   if (regular) {
     Status valid = client::ValidateLayout(file->layout);
     if (!valid.ok()) return valid.WithPrefix("inode " + file->inode.ToString());
   }
-  if (file->writable && regular && file->write_version == 0) {
+  if (file->writable && regular && file->write_version == 0 && !reply.created_locally) {
     return Internal("metadata server gave no write_version for a write open");
   }
   {
@@ -164,6 +166,11 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
   if (f->writable) {
     std::lock_guard lock(f->mu);
     result = Commit(*f, /*sync=*/false);
+    if (f->created_locally) {
+      // Never written: the lease its batched create took goes with the release.
+      (void)meta_->DropCreatedLease(f->inode);
+      if (result.ok()) result = meta_->CreateError(f->inode);
+    }
   }
   const InodeId inode = f->inode;
   const bool was_write = f->writable;

@@ -167,6 +167,8 @@ void Client::Impl::HandleCacheRecall(const client::CacheRecall& recall) {
 }
 
 void Client::Impl::HandleRecall(InodeId inode) {
+  // An exclusive directory lease: the creates made under it go out, then it goes back.
+  if (meta_->GiveBackDirLease(inode, session())) return;
   // First the commits, which may flush much, with only the committing writer held.
   std::vector<OpenFile*> writers = PinHandles(inode, /*writers_only=*/true);
   bool kept = false;
@@ -194,6 +196,9 @@ void Client::Impl::HandleRecall(InodeId inode) {
   // EnsureLease (the only ways a handle comes to hold the lease); the holders' mutexes keep out
   // their writes.
   std::unique_lock giving(give_mu_);
+  // A file created here under a directory lease took the write lease with its batched create;
+  // a handle that has not written yet has not claimed it (EnsureLease), so it goes back as is.
+  const bool unclaimed = meta_->DropCreatedLease(inode);
   writers = PinHandles(inode, /*writers_only=*/true);
   std::vector<std::unique_lock<std::mutex>> held;
   held.reserve(writers.size());
@@ -211,7 +216,7 @@ void Client::Impl::HandleRecall(InodeId inode) {
       kept = true;
     }
   }
-  if (holding && !kept) {
+  if ((holding || unclaimed) && !kept) {
     AQ_FAILPOINT("client.recall.before_return");
     // Cleared before the return, not after: once the metadata server has it back, another
     // client may write the file and unlock, and a lock taken here next must see that
@@ -245,6 +250,19 @@ Status Client::Impl::EnsureLease(OpenFile& f) {
     if (!taking.owns_lock()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
+    }
+    if (f.created_locally) {
+      // Created here under a directory lease: its batched create took the lease (and a write
+      // version) for this session. A recall since gave it back (then AcquireLease below).
+      f.created_locally = false;
+      std::optional<client::OpenReply> created = meta_->TakeCreatedLease(f.inode);
+      if (created) {
+        f.layout = created->attr.layout;
+        f.AdoptCommitted(created->attr, created->write_version);
+        f.lease_held.store(true);
+        return OkStatus();
+      }
+      AQ_RETURN_IF_ERROR(meta_->CreateError(f.inode));
     }
     Result<client::OpenReply> reply = WithSession(
         [&](SessionId session) { return meta_->AcquireLease(f.inode, session); });

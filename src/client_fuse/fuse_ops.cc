@@ -727,8 +727,9 @@ void OnReleaseDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OnFsyncDir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  // Every namespace change is committed by the metadata server before its reply: nothing to do.
-  fuse_reply_err(req, 0);
+  // Creates this mount made under an exclusive directory lease go out now, and the metadata
+  // server makes its namespace durable on disk before the reply.
+  ReplyStatus(req, ClientOf(req).SyncNamespace(), "fsyncdir");
 }
 
 // Adds one entry to `buf` at `used`; returns false when it does not fit. With plus, an entry

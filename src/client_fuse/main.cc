@@ -149,6 +149,12 @@ metrics::Collector RegisterClientMetrics(const Client* client) {
         Counter("aquifer_client_dir_listings_total",
                 "directory name lists fetched to answer lookups under cache leases",
                 one(c.dir_listings)),
+        Counter("aquifer_client_local_creates_total",
+                "creates answered in the mount under an exclusive directory lease",
+                one(c.creates_local)),
+        Counter("aquifer_client_create_batches_total",
+                "CreateBatch calls that sent the creates made under directory leases",
+                one(c.create_batches)),
         Counter("aquifer_client_chunk_reads_total", "chunk read RPCs sent to data servers",
                 one(c.chunk_reads)),
         Counter("aquifer_client_degraded_reads_total",
@@ -314,6 +320,7 @@ int Run(int argc, char** argv) {
   };
   client_options.cache_leases = opts.cache_leases;
   client_options.lazy_opens = opts.lazy_opens;
+  client_options.dir_leases = opts.dir_leases && opts.cache_leases;
   if (invalidator) {
     KernelInvalidator* inv = invalidator.get();
     client_options.on_attrs_recalled = [inv, &daemon](InodeId inode) {

@@ -91,7 +91,7 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
                                "' for transport (auto, uring or dev)");
       }
     } else if (key == "data_wire" || key == "meta_wire" || key == "cache_leases" ||
-               key == "lazy_opens") {
+               key == "lazy_opens" || key == "dir_leases") {
       if (value != "0" && value != "1") {
         return InvalidArgument("bad value '" + std::string(value) + "' for " + std::string(key) +
                                " (0 or 1)");
@@ -99,6 +99,7 @@ Status AddOptionList(std::string_view list, MountOptions& opts) {
       bool& flag = key == "data_wire"      ? opts.data_wire
                    : key == "meta_wire"    ? opts.meta_wire
                    : key == "cache_leases" ? opts.cache_leases
+                   : key == "dir_leases"   ? opts.dir_leases
                                            : opts.lazy_opens;
       flag = value == "1";
     } else {
@@ -186,7 +187,9 @@ const char* UsageText() {
          "  (the name the servers' certificates carry, aquifer),\n"
          "  cache_leases=0|1 (other hosts' changes reach this kernel before they return, 1),\n"
          "  lazy_opens=0|1 (read-only opens of files known under the cache lease cost no\n"
-         "  metadata call, 1), transport=auto|uring|dev (FUSE over io_uring or /dev/fuse;\n"
+         "  metadata call, 1), dir_leases=0|1 (creates in a directory this mount holds the\n"
+         "  exclusive lease on cost no round trip each; sent in batches, 0),\n"
+         "  transport=auto|uring|dev (FUSE over io_uring or /dev/fuse;\n"
          "  auto takes io_uring when the kernel offers it),\n"
          "  lease_wait=S (seconds an open or write waits for another host to give back its\n"
          "  write lease, default 30, then EAGAIN), meta_wait=S (seconds a metadata call waits\n"

@@ -51,6 +51,9 @@ struct MountOptions {
                                       // attributes are kept under the cache lease asks the
                                       // metadata server nothing (docs/design.md "Opens without a
                                       // round trip"); default 1
+  bool dir_leases = false;            // -o dir_leases=0|1: creates under exclusive directory
+                                      // leases, sent in batches (docs/design.md "Exclusive
+                                      // directory leases"); default 0
   FuseTransport transport = FuseTransport::kAuto;  // -o transport=auto|uring|dev: uring fails
                                       // the mount when the kernel does not offer it; auto takes
                                       // it when offered, else /dev/fuse (default auto)

@@ -263,8 +263,13 @@ Status MetadataService::LoadSessionState(int64_t now) {
     auto sess = std::make_unique<Session>();
     sess->client_name = rec.client_name;
     sess->last_seen_ms.store(now);
+    sess->caches.store(rec.caches);
     sessions_[rec.id] = std::move(sess);
     if (rec.caches && options_.cache_lease_ms > 0) resync.insert(rec.id);
+    if (!rec.reserved_inos.empty()) {
+      std::lock_guard dl(dl_mu_);
+      dir_sessions_[rec.id].reserved.assign(rec.reserved_inos.begin(), rec.reserved_inos.end());
+    }
   }
   {
     MutexLock recall_lock(recall_mu_);  // a leaf under mu_
@@ -492,6 +497,7 @@ Status MetadataService::Apply(Txn& txn, bool sync) {
   for (auto& [ino, st] : txn.states) InstallState(ino, std::move(st));
   for (uint64_t ended : txn.ended_sessions) sessions_.erase(ended);
   if (!txn.ended_sessions.empty()) {
+    EndDirLeases(txn.ended_sessions);
     {
       MutexLock lock(recall_mu_);
       for (uint64_t ended : txn.ended_sessions) {

@@ -101,6 +101,27 @@ struct OpenResult {
   bool unlink_pending = false;
 };
 
+// One create made by a session under its exclusive directory lease (docs/design.md "Exclusive
+// directory leases"), applied later in a CreateBatch: `ino` is a number AcquireDirLease reserved
+// for the session; `time` is the client's clock at the create (atime, mtime and ctime).
+struct BatchCreate {
+  InodeId parent;
+  std::string name;
+  uint32_t mode = 0;  // S_IFREG (or 0) + permissions, umask applied
+  InodeId ino;
+  Caller caller;
+  Timespec time;
+  bool open_for_write = false;  // opened for write by the session (takes the write lease)
+};
+
+struct DirLeaseGrant {
+  bool granted = false;
+  uint64_t ino_first = 0;  // [ino_first, ino_first + ino_count) reserved for the session
+  uint32_t ino_count = 0;
+  Inode dir;
+  FileLayout file_layout;  // what a file created in `dir` gets, pg_start 0
+};
+
 struct CommitArgs {
   InodeId ino;
   SessionId session;
@@ -402,6 +423,50 @@ class MetadataService {
   // keeping only the write leases (callers that cache nothing).
   static constexpr std::chrono::milliseconds kMaxRecallWait{10000};
   Result<std::vector<InodeId>> WaitRecall(SessionId session, std::chrono::milliseconds wait);
+
+  // --- exclusive directory leases (docs/design.md "Exclusive directory leases") ---
+  // Grants `session` the exclusive lease on directory `dir` when no other session caches it
+  // (names or attributes) or holds it, and reserves `want_inodes` (at most kMaxReservedInodes)
+  // inode numbers for the session's creates either way. While it holds the lease the session
+  // may create files in `dir` without asking, and sends them in CreateBatch; any other session's
+  // call that reads or changes `dir` first recalls the lease (BreakDirLeases) and waits until
+  // the holder sent its creates and gave it back (ReturnLease(dir)), its session ended, or
+  // cache_lease_ms passed (then the lease is broken: the holder's later creates there fail).
+  // Errors: kStale (unknown or expired session), kNotDirectory, kNotFound, kPermissionDenied
+  // (the caller may not write `dir`).
+  static constexpr uint32_t kMaxReservedInodes = 4096;
+  static constexpr size_t kMaxCreateBatchItems = 1024;
+  Result<DirLeaseGrant> AcquireDirLease(InodeId dir, SessionId session, uint32_t want_inodes,
+                                        const Caller& caller);
+  // Applies `items` in order in one store write (sync: durable on disk before returning). Each
+  // gets its own answer (as Create's, with created set); the call fails as a whole only for a
+  // bad session, more than kMaxCreateBatchItems items, or a store error. An item fails with
+  // kInvalidArgument (not a regular file; an inode number not reserved for the session),
+  // kStale (the session's lease on its directory was broken), kAlreadyExists (the name or the
+  // inode number is taken), kNotFound / kNotDirectory (parent), kNameTooLong.
+  Result<std::vector<Result<OpenResult>>> CreateBatch(SessionId session,
+                                                      const std::vector<BatchCreate>& items,
+                                                      bool sync);
+  // Held by a call while it reads or changes directories: no exclusive lease on them is granted
+  // meanwhile. Move-only; releases at destruction.
+  class DirLeaseGuard {
+   public:
+    DirLeaseGuard() = default;
+    explicit DirLeaseGuard(std::shared_mutex* gate) : lock_(*gate) {}
+
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+  };
+  // Before a call of `caller` (0: unknown) reads or changes the directories `dirs` (inodes that
+  // are not leased directories are passed over): recalls each one another session holds the
+  // exclusive lease on and waits until it is given back, its holder's session ended, or
+  // cache_lease_ms passed (then breaks it, logged). Returns a guard to hold for the call.
+  DirLeaseGuard BreakDirLeases(std::initializer_list<uint64_t> dirs, uint64_t caller);
+  // The child `name` of `parent` when it is a directory some session holds the exclusive lease
+  // on; 0 otherwise (and at once while no lease is held).
+  uint64_t LeasedChild(InodeId parent, std::string_view name);
+  // The session holding the exclusive lease on `dir`, 0 when none (tests).
+  uint64_t DirLeaseHolder(InodeId dir);
 
   // --- cache leases (docs/design.md "Cache leases") ---
   // A session that was answered a name, a negative lookup or attributes (Lookup, GetAttr,
@@ -774,6 +839,34 @@ class MetadataService {
   void AwaitCacheRecalls(const std::vector<std::pair<uint64_t, uint64_t>>& waits, bool resync,
                          uint64_t self);
  private:
+
+  // Exclusive directory leases (dir_leases.cc). dl_gate_: held shared by every call that
+  // reads or changes a directory (BreakDirLeases), exclusively by a grant, so no grant lands
+  // between a call's check and its work. dl_mu_ guards the rest and is a leaf but for
+  // recall_mu_ (taken under it to queue a recall).
+  std::shared_mutex dl_gate_;
+  std::mutex dl_mu_;
+  std::condition_variable dl_cv_;  // a lease was given back, broken or its session ended
+  struct DirLease {
+    uint64_t session = 0;
+    bool recalled = false;
+  };
+  std::unordered_map<uint64_t, DirLease> dir_leases_;  // dir -> lease (guarded by dl_mu_)
+  std::atomic<size_t> dir_lease_count_{0};              // dir_leases_.size()
+  // Per session: inode number ranges [first, end) reserved for its creates (the last 8), and
+  // the directories whose lease was broken (its creates there are refused). Guarded by dl_mu_.
+  struct SessionDirState {
+    std::deque<std::pair<uint64_t, uint64_t>> reserved;
+    std::set<uint64_t> broken;
+  };
+  std::unordered_map<uint64_t, SessionDirState> dir_sessions_;
+  // Drops every exclusive directory lease and reservation of the ended sessions (dl_mu_ free).
+  void EndDirLeases(const std::vector<uint64_t>& sessions);
+  // Gives `session`'s lease on `dir` back; false when it held none there (dl_mu_ free).
+  bool ReturnDirLease(uint64_t dir, uint64_t session);
+  // Whether `ino` was reserved for `session`'s batched creates (kept in its session record, so
+  // a restart keeps them).
+  bool InoReservedFor(uint64_t session, uint64_t ino);
 
   Mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
   std::map<uint32_t, ServerState> servers_ GUARDED_BY(cluster_mu_);

@@ -472,6 +472,11 @@ void StoreBatch::PutSession(const SessionRecord& s) {
   e.U64(s.id);
   e.Str(s.client_name);
   e.U8(s.caches ? 1 : 0);
+  e.U32(static_cast<uint32_t>(s.reserved_inos.size()));
+  for (const auto& [first, end] : s.reserved_inos) {
+    e.U64(first);
+    e.U64(end);
+  }
   ops_.push_back({StoreOp::Kind::kPut, SessionKey(s.id), e.Take()});
 }
 void StoreBatch::DeleteSession(uint64_t session) {
@@ -753,6 +758,16 @@ Result<std::vector<SessionRecord>> NamespaceStore::LoadSessions() {
     s.id = d.U64();
     s.client_name = d.Str();
     s.caches = !d.AtEnd() && d.U8() != 0;  // records written before cache leases end here
+    if (!d.AtEnd()) {  // records written before exclusive directory leases end here
+      const uint32_t n = d.U32();
+      for (uint32_t i = 0; i < n && i < 8 && d.ok(); ++i) {
+        const uint64_t first = d.U64();
+        const uint64_t end = d.U64();
+        if (first > end) bad = true;
+        s.reserved_inos.emplace_back(first, end);
+      }
+      if (n > 8) bad = true;
+    }
     if (!d.ok() || s.id == 0) bad = true;
     out.push_back(std::move(s));
     return !bad;

@@ -160,6 +160,7 @@ Result<OpenResult> MetadataService::AcquireLease(InodeId ino, SessionId session)
 
 Status MetadataService::ReturnLease(InodeId ino, SessionId session) {
   const uint64_t s = session.value();
+  if (ReturnDirLease(ino.value(), s)) return OkStatus();  // an exclusive directory lease
   std::unique_lock lock(mu_);
   if (s == 0 || !sessions_.count(s)) {
     return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
@@ -455,7 +456,7 @@ Result<SessionGrant> MetadataService::OpenSession(std::string_view client_name, 
   uint64_t id = (generation_ << 32) | (next_session_ + 1);
   Txn txn(this);
   txn.new_sessions.push_back(
-      SessionRecord{id, std::string(client_name), caches && options_.cache_lease_ms > 0});
+      SessionRecord{id, std::string(client_name), caches && options_.cache_lease_ms > 0, {}});
   AQ_RETURN_IF_ERROR(Apply(txn, false));
   ++next_session_;
   Logger("meta")->info("open session={} client={}", id, client_name);

@@ -198,6 +198,10 @@ struct SessionRecord {
   std::string client_name;
   bool caches = false;  // asked for cache leases: after a restart it must resync before changes
                         // of other sessions return (docs/design.md "Cache leases")
+  // Inode numbers [first, end) reserved for the session's batched creates (docs/design.md
+  // "Exclusive directory leases"), newest last, at most 8; appended to the record (absent in
+  // older records: none).
+  std::vector<std::pair<uint64_t, uint64_t>> reserved_inos;
 };
 
 // F_RDLCK, F_WRLCK, F_UNLCK as numbered in proto LockRequest.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -154,6 +155,8 @@ std::optional<wire::MetaMethod> WireMethodOf(StubMethod<Req, Resp> m) {
   AQ_WIRE_METHOD(AcquireLease, LeaseRequest, OpenResponse)
   AQ_WIRE_METHOD(ReturnLease, LeaseRequest, StatusResponse)
   AQ_WIRE_METHOD(WaitRecall, WaitRecallRequest, WaitRecallResponse)
+  AQ_WIRE_METHOD(AcquireDirLease, DirLeaseRequest, DirLeaseResponse)
+  AQ_WIRE_METHOD(CreateBatch, CreateBatchRequest, CreateBatchResponse)
 #undef AQ_WIRE_METHOD
   return std::nullopt;
 }
@@ -273,6 +276,7 @@ class GrpcMetaClient final : public MetaClient {
   };
 
   Result<Attributes> GetAttr(InodeId inode) override {
+    if (std::optional<Attributes> held = HeldDirAttr(inode)) return *held;
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
       if (std::optional<Attributes> kept = names_.CachedAttr(inode)) {
@@ -697,6 +701,10 @@ class GrpcMetaClient final : public MetaClient {
   void SetCacheSession(SessionId session, std::chrono::milliseconds lease) override {
     cache_session_.store(session.value(), std::memory_order_relaxed);
     names_.ForgetAll();  // the leases were the old session's
+    {
+      std::lock_guard lock(dl_mu_);
+      held_dirs_.clear();
+    }
     names_.SetLease(session.value() == 0 ? std::chrono::milliseconds(0) : lease);
   }
   Result<Recalls> WaitRecalls(SessionId session, std::chrono::milliseconds wait,
@@ -719,6 +727,8 @@ class GrpcMetaClient final : public MetaClient {
       names_.ForgetAll();
       ForgetAllDirs();
       ForgetAllXattrAbsences();
+      std::lock_guard lock(dl_mu_);
+      held_dirs_.clear();  // the new run holds no lease of ours (the creates still go out)
     }
     // What this client caches itself goes before trust is renewed (the caller handles the rest
     // and acknowledges with its next call).
@@ -772,6 +782,8 @@ class GrpcMetaClient final : public MetaClient {
     out->lookups_answered_found = local_found_.load(std::memory_order_relaxed);
     out->getattrs_answered = local_getattrs_.load(std::memory_order_relaxed);
     out->dir_listings = listings_.load(std::memory_order_relaxed);
+    out->creates_local = local_creates_.load(std::memory_order_relaxed);
+    out->create_batches = batches_.load(std::memory_order_relaxed);
   }
   Status CloseSession(SessionId session) override {
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
@@ -780,6 +792,10 @@ class GrpcMetaClient final : public MetaClient {
           "attributes; {} directory listings; {} metadata calls in all",
           local_absent_.load(), local_found_.load(), local_getattrs_.load(), listings_.load(),
           calls_.load());
+    }
+    if (dir_leases_on_.load()) {
+      Logger("client")->info("directory leases: {} creates made here, sent in {} batches",
+                             local_creates_.load(), batches_.load() + (pending_count_.load() ? 1 : 0));
     }
     Status s = SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kBrief);
     // Later requests carry no tag of the closed session.
@@ -844,6 +860,174 @@ class GrpcMetaClient final : public MetaClient {
     map.default_m = static_cast<uint32_t>(resp.default_m());
     map.default_unit_bytes = static_cast<uint32_t>(resp.default_unit_bytes());
     return map;
+  }
+
+  // --- exclusive directory leases (docs/design.md "Exclusive directory leases") ---------
+  ~GrpcMetaClient() override {
+    {
+      std::lock_guard lock(dl_mu_);
+      flusher_stop_ = true;
+    }
+    flush_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
+  }
+
+  void EnableDirLeases() override { dir_leases_on_.store(true); }
+
+  std::optional<OpenReply> CreateLocally(InodeId parent, std::string_view name, uint32_t mode,
+                                         const Caller& c, bool open_for_write) override {
+    const uint64_t session = cache_session_.load(std::memory_order_relaxed);
+    if (!dir_leases_on_.load() || session == 0 || needs_capabilities_) return std::nullopt;
+    if (name.empty() || name.size() > kMaxNameBytes || name == "." || name == ".." ||
+        name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos) {
+      return std::nullopt;  // the server's Create gives the error
+    }
+    const DirNames::Ticket ticket = names_.Begin(parent);
+    if (names_.Find(parent, name) != DirNames::Known::kAbsent) return std::nullopt;
+    if (!EnsureDirLease(parent, c)) return std::nullopt;
+    Attributes attr;
+    const auto now_wall = std::chrono::system_clock::now().time_since_epoch();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now_wall).count();
+    const Timestamp now{ns / 1000000000, static_cast<uint32_t>(ns % 1000000000)};
+    pb::CreateBatchItem item;
+    {
+      std::lock_guard lock(dl_mu_);
+      auto held = held_dirs_.find(parent.value());
+      if (held == held_dirs_.end() || ino_next_ >= ino_end_) return std::nullopt;
+      const uint64_t ino = ino_next_++;
+      const Attributes& dir = held->second.attr;
+      attr.inode = InodeId(ino);
+      attr.mode = S_IFREG | (mode & 07777);
+      attr.nlink = 1;
+      attr.uid = c.uid;
+      attr.gid = (dir.mode & S_ISGID) ? dir.gid : c.gid;
+      attr.atime = attr.mtime = attr.ctime = now;
+      attr.layout = held->second.file_layout;
+      if (attr.layout.pg_count > 0) attr.layout.pg_start = static_cast<uint32_t>(ino % attr.layout.pg_count);
+      attr.stripes = std::make_shared<const StripeMap>();
+      held->second.attr.mtime = std::max(held->second.attr.mtime, now);
+      held->second.attr.ctime = std::max(held->second.attr.ctime, now);
+      item.set_parent(parent.value());
+      item.set_name(std::string(name));
+      item.set_mode(attr.mode);
+      item.set_new_ino(ino);
+      ToPb(c, item.mutable_caller());
+      ToPb(now, item.mutable_time());
+      item.set_open_for_write(open_for_write);
+      pending_.push_back(std::move(item));
+      pending_count_.fetch_add(1);
+      if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
+    }
+    flush_cv_.notify_all();
+    names_.Added(parent, name, &attr, &ticket);
+    RememberNoXattrs(attr.inode, {}, xattr_changes_.load());
+    local_creates_.fetch_add(1, std::memory_order_relaxed);
+    OpenReply reply;
+    reply.attr = attr;
+    reply.created_locally = true;
+    return reply;
+  }
+
+  Status FlushCreates(bool sync) override {
+    std::lock_guard flushing(flush_mu_);
+    std::vector<pb::CreateBatchItem> items;
+    {
+      std::lock_guard lock(dl_mu_);
+      items.swap(pending_);  // still counted in pending_count_ until answered
+    }
+    Status result;
+    if (items.empty()) {
+      if (sync) {
+        pb::SyncRequest req;
+        pb::StatusResponse resp;
+        result = FromRpc(Call(&pb::MetaService::Stub::Sync, req, &resp, Retry::kYes), &resp);
+      }
+      return result;
+    }
+    for (size_t begin = 0; begin < items.size(); begin += kMaxCreateBatchItems) {
+      const size_t end = std::min(items.size(), begin + kMaxCreateBatchItems);
+      pb::CreateBatchRequest req;
+      req.set_session(session_.load(std::memory_order_relaxed));
+      req.set_sync(sync);
+      for (size_t i = begin; i < end; ++i) *req.add_items() = items[i];
+      pb::CreateBatchResponse resp;
+      Status s = FromRpc(Call(&pb::MetaService::Stub::CreateBatch, req, &resp, Retry::kNo), &resp);
+      if (s.ok() && resp.results_size() != static_cast<int>(end - begin)) {
+        s = Internal("create batch: " + std::to_string(resp.results_size()) + " answers for " +
+                     std::to_string(end - begin) + " creates");
+      }
+      batches_.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(dl_mu_);
+      for (size_t i = begin; i < end; ++i) {
+        const pb::CreateBatchItem& item = items[i];
+        Status one = s;
+        if (s.ok()) {
+          const pb::RpcStatus& rs = resp.results(static_cast<int>(i - begin)).status();
+          if (rs.code() != 0) one = Status(CodeFromInt(rs.code()), rs.message());
+        }
+        if (!one.ok()) {
+          one = one.WithPrefix("create of '" + item.name() + "' in inode " +
+                               std::to_string(item.parent()) + " (sent in a batch)");
+          Logger("client")->warn("{}", one.ToString());
+          if (create_errors_.size() >= kMaxKeptCreateResults) create_errors_.clear();
+          create_errors_[item.new_ino()] = one;
+          failed_dirs_.push_back(InodeId(item.parent()));
+          if (result.ok()) result = one;
+          continue;
+        }
+        const pb::CreateBatchResult& r = resp.results(static_cast<int>(i - begin));
+        if (item.open_for_write() && r.write_version() != 0) {
+          if (created_leases_.size() >= kMaxKeptCreateResults) created_leases_.clear();
+          created_leases_[item.new_ino()] = OpenReply{FromPb(r.attr()), r.write_version()};
+        }
+      }
+    }
+    pending_count_.fetch_sub(items.size());
+    // A name the server refused is not there: the lists must ask again.
+    std::vector<InodeId> failed;
+    {
+      std::lock_guard lock(dl_mu_);
+      failed.swap(failed_dirs_);
+    }
+    for (InodeId dir : failed) names_.Forget(dir);
+    return result;
+  }
+
+  std::optional<OpenReply> TakeCreatedLease(InodeId inode) override {
+    (void)FlushCreates(false);  // errors are kept per inode (CreateError)
+    std::lock_guard lock(dl_mu_);
+    auto it = created_leases_.find(inode.value());
+    if (it == created_leases_.end()) return std::nullopt;
+    OpenReply out = std::move(it->second);
+    created_leases_.erase(it);
+    return out;
+  }
+
+  bool DropCreatedLease(InodeId inode) override {
+    std::lock_guard lock(dl_mu_);
+    return created_leases_.erase(inode.value()) != 0;
+  }
+
+  Status CreateError(InodeId inode) override {
+    std::lock_guard lock(dl_mu_);
+    auto it = create_errors_.find(inode.value());
+    return it == create_errors_.end() ? OkStatus() : it->second;
+  }
+
+  bool GiveBackDirLease(InodeId dir, SessionId session) override {
+    {
+      std::lock_guard lock(dl_mu_);
+      if (held_dirs_.erase(dir.value()) == 0) return false;  // no more creates there from now
+    }
+    Status flushed = FlushCreates(false);
+    if (!flushed.ok()) {
+      Logger("client")->warn("dir lease give-back dir={}: {}", dir.value(), flushed.ToString());
+    }
+    ForgetDir(dir);
+    Status returned = ReturnLease(dir, session);
+    Logger("client")->debug("dir lease given back dir={} status={}", dir.value(),
+                            returned.ToString());
+    return true;
   }
 
  private:
@@ -953,6 +1137,10 @@ class GrpcMetaClient final : public MetaClient {
   grpc::Status Call(grpc::Status (pb::MetaService::Stub::*method)(grpc::ClientContext*,
                                                                     const Req&, Resp*),
                     Req& req, Resp* resp, Retry retry) {
+    if constexpr (SendsCreatesFirst<Req>()) {
+      // This client's local creates reach the server before anything it asks next.
+      if (pending_count_.load(std::memory_order_relaxed) != 0) (void)FlushCreates(false);
+    }
     const bool tagged = TagRequest(req);
     const bool repeatable = tagged || retry != Retry::kNo;
     const bool waits = (tagged || retry == Retry::kYes) &&
@@ -1372,6 +1560,127 @@ class GrpcMetaClient final : public MetaClient {
   std::mutex caps_mu_;  // guards caps_
   std::unordered_map<uint64_t, HeldCapabilities> caps_;
   std::atomic<uint64_t> seen_recall_epoch_{0};
+
+  // Exclusive directory leases: the directories this client holds the lease on (their
+  // attributes as this client changed them, and the layout a file made there gets), inode
+  // numbers reserved for it [ino_next_, ino_end_), the creates not sent yet (in order), what
+  // each sent create answered, and directories whose lease was refused (not asked again for
+  // kDirLeaseRetry). dl_mu_ is a leaf; flush_mu_ is taken before it and held across the
+  // CreateBatch call, so batches go out in order.
+  static constexpr size_t kMaxCreateBatchItems = 1024;  // as the server's
+  static constexpr uint32_t kInodesPerReservation = 1024;
+  static constexpr size_t kMaxKeptCreateResults = 1 << 16;
+  static constexpr std::chrono::milliseconds kFlushLinger{2};
+  static constexpr std::chrono::seconds kDirLeaseRetry{1};
+  struct HeldDir {
+    Attributes attr;
+    Layout file_layout;
+  };
+  std::atomic<bool> dir_leases_on_{false};
+  std::mutex flush_mu_;
+  std::mutex dl_mu_;
+  std::condition_variable flush_cv_;
+  bool flusher_stop_ = false;
+  std::thread flusher_;
+  std::unordered_map<uint64_t, HeldDir> held_dirs_;
+  std::unordered_map<uint64_t, SteadyClock::time_point> refused_dirs_;
+  uint64_t ino_next_ = 0, ino_end_ = 0;
+  uint64_t reserved_session_ = 0;  // the session the numbers were reserved for
+  std::vector<pb::CreateBatchItem> pending_;
+  std::atomic<size_t> pending_count_{0};  // created locally and not answered yet
+  std::unordered_map<uint64_t, OpenReply> created_leases_;
+  std::unordered_map<uint64_t, Status> create_errors_;
+  std::vector<InodeId> failed_dirs_;
+  std::atomic<uint64_t> local_creates_{0}, batches_{0};
+
+  // Holds (or is granted now) the exclusive lease on `dir` with inode numbers to spare.
+  bool EnsureDirLease(InodeId dir, const Caller& c) {
+    const uint64_t session = session_.load(std::memory_order_relaxed);
+    {
+      std::lock_guard lock(dl_mu_);
+      if (reserved_session_ != session) {  // numbers of another session are not ours to use
+        ino_next_ = ino_end_ = 0;
+        held_dirs_.clear();
+        reserved_session_ = session;
+      }
+      const bool held = held_dirs_.count(dir.value()) != 0;
+      if (held && ino_next_ < ino_end_) return true;
+      auto refused = refused_dirs_.find(dir.value());
+      if (!held && refused != refused_dirs_.end()) {
+        if (SteadyClock::now() < refused->second) return false;
+        refused_dirs_.erase(refused);
+      }
+    }
+    pb::DirLeaseRequest req;
+    req.set_ino(dir.value());
+    req.set_session(session);
+    req.set_want_inodes(kInodesPerReservation);
+    ToPb(c, req.mutable_caller());
+    pb::DirLeaseResponse resp;
+    Status s =
+        FromRpc(Call(&pb::MetaService::Stub::AcquireDirLease, req, &resp, Retry::kYes), &resp);
+    std::lock_guard lock(dl_mu_);
+    if (!s.ok()) {
+      if (refused_dirs_.size() > 4096) refused_dirs_.clear();
+      refused_dirs_[dir.value()] = SteadyClock::now() + kDirLeaseRetry;
+      return false;
+    }
+    if (reserved_session_ != session) return false;
+    if (resp.ino_count() > 0) {
+      ino_next_ = resp.ino_first();
+      ino_end_ = resp.ino_first() + resp.ino_count();
+    }
+    if (!resp.granted()) {
+      if (refused_dirs_.size() > 4096) refused_dirs_.clear();
+      refused_dirs_[dir.value()] = SteadyClock::now() + kDirLeaseRetry;
+      return held_dirs_.count(dir.value()) != 0 && ino_next_ < ino_end_;
+    }
+    HeldDir& h = held_dirs_[dir.value()];
+    if (h.attr.inode.value() == 0) h.attr = FromPb(resp.dir_attr());
+    h.file_layout.k = resp.file_layout().k();
+    h.file_layout.m = resp.file_layout().m();
+    h.file_layout.unit_bytes = resp.file_layout().unit_bytes();
+    h.file_layout.pg_count = resp.file_layout().pg_count();
+    return ino_next_ < ino_end_;
+  }
+
+  // The attributes of a directory this client holds the lease on, as its creates left them.
+  std::optional<Attributes> HeldDirAttr(InodeId dir) {
+    if (pending_count_.load() == 0 && held_dirs_empty_hint()) return std::nullopt;
+    std::lock_guard lock(dl_mu_);
+    auto it = held_dirs_.find(dir.value());
+    if (it == held_dirs_.end()) return std::nullopt;
+    return it->second.attr;
+  }
+  bool held_dirs_empty_hint() { return !dir_leases_on_.load(); }
+
+  // Sends the creates kFlushLinger after the first one not sent yet.
+  void FlushLoop() {
+    std::unique_lock lock(dl_mu_);
+    for (;;) {
+      flush_cv_.wait(lock, [&] { return flusher_stop_ || !pending_.empty(); });
+      if (flusher_stop_) return;
+      flush_cv_.wait_for(lock, kFlushLinger, [&] { return flusher_stop_; });
+      if (flusher_stop_) return;
+      lock.unlock();
+      Status s = FlushCreates(false);
+      (void)s;  // kept per inode
+      lock.lock();
+    }
+  }
+
+  // Whether a call must first send the creates made locally: every call but those that do not
+  // read or change the namespace (and the batch itself).
+  template <class Req>
+  static constexpr bool SendsCreatesFirst() {
+    return !std::is_same_v<Req, pb::CreateBatchRequest> &&
+           !std::is_same_v<Req, pb::DirLeaseRequest> &&
+           !std::is_same_v<Req, pb::WaitRecallRequest> &&
+           !std::is_same_v<Req, pb::ClusterMapRequest> &&
+           !std::is_same_v<Req, pb::CapabilityRequest> &&
+           !std::is_same_v<Req, pb::OpenSessionRequest> &&
+           !std::is_same_v<Req, pb::SyncRequest>;  // FlushCreates's own (flush_mu_ held)
+  }
 };
 
 }  // namespace

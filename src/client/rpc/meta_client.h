@@ -28,6 +28,9 @@ struct OpenReply {
   Attributes attr;
   uint64_t write_version = 0;
   bool unlink_pending = false;  // nlink 0, and its unlink has not returned (OpenResponse)
+  // Made by MetaClient::CreateLocally: the server has not heard of it yet (write_version 0; the
+  // handle takes the one its batched create got with TakeCreatedLease before it writes).
+  bool created_locally = false;
 };
 
 struct CommitReply {
@@ -178,6 +181,59 @@ class MetaClient {
     (void)session;
     (void)wait;
     return Status(Code::kNotSupported, "WaitRecall");
+  }
+  // Exclusive directory leases (docs/design.md "Exclusive directory leases"). Defaults (fakes):
+  // nothing is created locally.
+  // EnableDirLeases: from now on CreateLocally may answer (needs a cache session).
+  virtual void EnableDirLeases() {}
+  // Creates regular file `name` in `parent` without a round trip when this client holds the
+  // exclusive lease on `parent` (asked for here, one round trip, the first time) and knows the
+  // name is free under its cache lease; the create goes to the server later, in order, in a
+  // CreateBatch (opened for write by `session` when open_for_write). nullopt when it cannot:
+  // the caller then calls Create.
+  virtual std::optional<OpenReply> CreateLocally(InodeId parent, std::string_view name,
+                                                 uint32_t mode, const Caller& c,
+                                                 bool open_for_write) {
+    (void)parent;
+    (void)name;
+    (void)mode;
+    (void)c;
+    (void)open_for_write;
+    return std::nullopt;
+  }
+  // Sends every create made locally so far, in order, and waits for the answer; with sync, the
+  // server makes its namespace durable on disk before answering (fsync). Creates the server
+  // refused are remembered for CreateError. Every other call of this client that goes to the
+  // server runs it first (so the server sees this client's changes in the order it made them).
+  virtual Status FlushCreates(bool sync) {
+    (void)sync;
+    return OkStatus();
+  }
+  // After the locally created `inode`'s batch was answered (flushed first here): its attributes
+  // and the write version its create took with the write lease, once. nullopt when there is
+  // none (not opened for write, failed, taken, or dropped by DropCreatedLease).
+  virtual std::optional<OpenReply> TakeCreatedLease(InodeId inode) {
+    (void)inode;
+    return std::nullopt;
+  }
+  // Forgets what TakeCreatedLease would answer for `inode` (its lease was recalled, or its
+  // handle released); true when there was something.
+  virtual bool DropCreatedLease(InodeId inode) {
+    (void)inode;
+    return false;
+  }
+  // The error the server gave the locally created `inode`'s batched create; OK when none (or not
+  // sent yet).
+  virtual Status CreateError(InodeId inode) {
+    (void)inode;
+    return OkStatus();
+  }
+  // When this client holds the exclusive lease on `dir`: stops creating there, sends what it
+  // created, gives the lease back (a recall) and returns true. False: it holds none there.
+  virtual bool GiveBackDirLease(InodeId dir, SessionId session) {
+    (void)dir;
+    (void)session;
+    return false;
   }
   // Cache leases (docs/design.md "Cache leases"). SetCacheSession: later Lookup, GetAttr and
   // ReadDir calls name `session` (0: none), so the server recalls what they answered before

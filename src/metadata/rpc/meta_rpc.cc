@@ -279,6 +279,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    // Exclusive directory leases of other sessions on what this call reads or changes are
+    // given back first (docs/design.md "Exclusive directory leases").
+    auto leased = svc_->BreakDirLeases({req->parent()}, req->session());
     FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
                           SessionId(req->session())),
              resp);
@@ -291,6 +294,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->session());
     FillAttr(svc_->GetAttr(InodeId(req->ino()), SessionId(req->session())), resp);
     GrantCapability(ctx, resp, CapabilityMode::kRead, capability_lifetime_);
     return grpc::Status::OK;
@@ -300,6 +304,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->tag().session());
     const SetAttrArgs a = FromPb(*req);
     TaggedCall call(this, req->tag());
     if (call.applied()) {
@@ -331,6 +336,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->parent()}, req->tag().session());
     CreateArgs a;
     a.parent = InodeId(req->parent());
     a.name = req->name();
@@ -372,6 +378,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->parent()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -390,6 +397,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->parent()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->parent()), req->name(), FromPb(req->caller()),
@@ -409,6 +417,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->new_parent()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       FillAttr(svc_->Lookup(InodeId(req->new_parent()), req->new_name(), FromPb(req->caller()),
@@ -428,6 +437,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->parent()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -444,6 +454,9 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases(
+        {req->parent(), svc_->LeasedChild(InodeId(req->parent()), req->name())},
+        req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -460,6 +473,10 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases(
+        {req->parent(), req->new_parent(),
+         svc_->LeasedChild(InodeId(req->new_parent()), req->new_name())},
+        req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -492,6 +509,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->session());
     bool eof = false;
     auto r = svc_->ReadDir(InodeId(req->ino()), req->cookie(), req->max_entries(), req->plus(),
                            FromPb(req->caller()), &eof, SessionId(req->session()));
@@ -513,6 +531,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->tag().session());
     auto r = svc_->GetXattr(InodeId(req->ino()), req->name(), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) resp->set_value(*r);
@@ -523,6 +542,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -538,6 +558,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kRead, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->tag().session());
     auto r = svc_->ListXattr(InodeId(req->ino()), FromPb(req->caller()));
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
@@ -550,6 +571,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->tag().session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       SetStatus(resp->mutable_status(), OkStatus());
@@ -601,6 +623,7 @@ class ServiceImpl final : public pb::MetaService::Service {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, OpenAccess(req->flags()), Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
+    auto leased = svc_->BreakDirLeases({req->ino()}, req->session());
     const InodeId ino(req->ino());
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
@@ -683,6 +706,82 @@ class ServiceImpl final : public pb::MetaService::Service {
                 svc_->Release(InodeId(item.ino()), session, item.was_write()));
     }
     SetStatus(resp->mutable_status(), OkStatus());
+    return grpc::Status::OK;
+  }
+  grpc::Status AcquireDirLease(grpc::ServerContext* ctx, const pb::DirLeaseRequest* req,
+                               pb::DirLeaseResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
+    auto r = svc_->AcquireDirLease(InodeId(req->ino()), SessionId(req->session()),
+                                   req->want_inodes(), FromPb(req->caller()));
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      resp->set_granted(r->granted);
+      resp->set_ino_first(r->ino_first);
+      resp->set_ino_count(r->ino_count);
+      ToPb(r->dir, resp->mutable_dir_attr());
+      ToPb(r->file_layout, resp->mutable_file_layout());
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status CreateBatch(grpc::ServerContext* ctx, const pb::CreateBatchRequest* req,
+                           pb::CreateBatchResponse* resp) override {
+    if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
+    ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
+    if (!gate.ok()) return Refuse(gate, resp);
+    if (req->items_size() > static_cast<int>(MetadataService::kMaxCreateBatchItems)) {
+      SetStatus(resp->mutable_status(),
+                InvalidArgument("create batch of " + std::to_string(req->items_size()) +
+                                " items (at most " +
+                                std::to_string(MetadataService::kMaxCreateBatchItems) + ")"));
+      return grpc::Status::OK;
+    }
+    const SessionId session(req->session());
+    TaggedCall call(this, req->tag());
+    if (call.applied()) {
+      // Applied before (one store write: all of it), its reply lost: each item as it is now.
+      for (const pb::CreateBatchItem& item : req->items()) {
+        pb::CreateBatchResult* out = resp->add_results();
+        Result<Inode> made = svc_->GetAttr(InodeId(item.new_ino()));
+        Result<uint64_t> version = uint64_t{0};
+        if (made.ok() && item.open_for_write()) {
+          version = ReplayedLeaseVersion(made->ino, session);
+        }
+        SetStatus(out->mutable_status(), made.ok() ? version.status() : made.status());
+        if (made.ok() && version.ok()) {
+          ToPb(*made, out->mutable_attr());
+          out->set_write_version(*version);
+        }
+      }
+      SetStatus(resp->mutable_status(), OkStatus());
+      return grpc::Status::OK;
+    }
+    std::vector<BatchCreate> items;
+    items.reserve(req->items_size());
+    for (const pb::CreateBatchItem& item : req->items()) {
+      BatchCreate b;
+      b.parent = InodeId(item.parent());
+      b.name = item.name();
+      b.mode = item.mode();
+      b.ino = InodeId(item.new_ino());
+      b.caller = FromPb(item.caller());
+      b.time = FromPb(item.time());
+      b.open_for_write = item.open_for_write();
+      items.push_back(std::move(b));
+    }
+    auto r = svc_->CreateBatch(session, items, req->sync());
+    SetStatus(resp->mutable_status(), r.status());
+    if (r.ok()) {
+      for (const Result<OpenResult>& one : *r) {
+        pb::CreateBatchResult* out = resp->add_results();
+        SetStatus(out->mutable_status(), one.status());
+        if (one.ok()) {
+          ToPb(one->attr, out->mutable_attr());
+          out->set_write_version(one->write_version);
+        }
+      }
+    }
     return grpc::Status::OK;
   }
   grpc::Status Commit(grpc::ServerContext* ctx, const pb::CommitRequest* req,
@@ -1202,6 +1301,8 @@ class WireDispatch {
     Add(M::kAcquireLease, "AcquireLease", &ServiceImpl::AcquireLease);
     Add(M::kReturnLease, "ReturnLease", &ServiceImpl::ReturnLease);
     Add(M::kWaitRecall, "WaitRecall", &ServiceImpl::WaitRecallOnWire);
+    Add(M::kAcquireDirLease, "AcquireDirLease", &ServiceImpl::AcquireDirLease);
+    Add(M::kCreateBatch, "CreateBatch", &ServiceImpl::CreateBatch);
   }
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.

@@ -1,0 +1,302 @@
+// Exclusive directory leases and batched creates (docs/design.md "Exclusive directory leases").
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "metadata/service_internal.h"
+
+namespace aquifer::meta {
+
+namespace {
+constexpr size_t kKeptReservations = 8;  // per session (SessionRecord::reserved_inos)
+}  // namespace
+
+Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId session,
+                                                       uint32_t want_inodes,
+                                                       const Caller& caller) {
+  const uint64_t s = session.value();
+  want_inodes = std::min(want_inodes, kMaxReservedInodes);
+  // Exclusive: no call that reads or changes a directory is between its check and its work.
+  std::unique_lock gate(dl_gate_);
+  std::unique_lock lock(mu_);
+  if (s == 0 || !SessionAlive(s)) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  TouchSession(session);
+  auto d = LoadInode(dir);
+  if (!d.ok()) return d.status();
+  if (!d->is_dir()) return Status(Code::kNotDirectory, "inode " + dir.ToString());
+  if (d->nlink == 0) return NotFound("directory was removed");
+  AQ_RETURN_IF_ERROR(CheckAccess(*d, caller, W_OK | X_OK));
+  DirLeaseGrant out;
+  out.dir = *d;
+  auto layout = NewFileLayout(*d, InodeId(0));
+  if (!layout.ok()) return layout.status();
+  out.file_layout = *layout;
+  bool others_cache = false;
+  if (options_.cache_lease_ms > 0) {
+    MutexLock holders(lease_mu_);
+    auto it = cache_holders_.find(dir.value());
+    if (it != cache_holders_.end()) {
+      others_cache = std::any_of(it->second.begin(), it->second.end(),
+                                 [s](uint64_t h) { return h != s; });
+    }
+  }
+  {
+    std::lock_guard dl(dl_mu_);
+    auto held = dir_leases_.find(dir.value());
+    const bool other_holds = held != dir_leases_.end() && held->second.session != s;
+    if (options_.cache_lease_ms > 0 && !others_cache && !other_holds) {
+      if (held == dir_leases_.end()) {
+        dir_leases_[dir.value()] = DirLease{s, false};
+        dir_lease_count_.store(dir_leases_.size());
+      }
+      dir_sessions_[s].broken.erase(dir.value());
+      out.granted = true;
+    }
+  }
+  if (want_inodes > 0) {
+    Txn txn(this);
+    txn.new_inos = want_inodes;
+    SessionRecord rec;
+    rec.id = s;
+    auto sess = sessions_.find(s);
+    rec.client_name = sess->second->client_name;
+    rec.caches = sess->second->caches.load();
+    const uint64_t first = next_ino_;
+    {
+      std::lock_guard dl(dl_mu_);
+      auto& reserved = dir_sessions_[s].reserved;
+      rec.reserved_inos.assign(reserved.begin(), reserved.end());
+    }
+    rec.reserved_inos.emplace_back(first, first + want_inodes);
+    if (rec.reserved_inos.size() > kKeptReservations) rec.reserved_inos.erase(rec.reserved_inos.begin());
+    txn.batch.PutSession(rec);
+    AQ_RETURN_IF_ERROR(Apply(txn, false));
+    {
+      std::lock_guard dl(dl_mu_);
+      auto& reserved = dir_sessions_[s].reserved;
+      reserved.assign(rec.reserved_inos.begin(), rec.reserved_inos.end());
+    }
+    out.ino_first = first;
+    out.ino_count = want_inodes;
+  }
+  if (out.granted) GrantCache(session, {dir.value()});
+  Logger("meta")->debug("dir lease dir={} session={} granted={} inodes={}+{}", dir.value(), s,
+                        out.granted, out.ino_first, out.ino_count);
+  return out;
+}
+
+bool MetadataService::InoReservedFor(uint64_t session, uint64_t ino) {
+  std::lock_guard dl(dl_mu_);
+  auto it = dir_sessions_.find(session);
+  if (it == dir_sessions_.end()) return false;
+  return std::any_of(it->second.reserved.begin(), it->second.reserved.end(),
+                     [ino](const auto& r) { return ino >= r.first && ino < r.second; });
+}
+
+Result<std::vector<Result<OpenResult>>> MetadataService::CreateBatch(
+    SessionId session, const std::vector<BatchCreate>& items, bool sync) {
+  const uint64_t s = session.value();
+  if (items.size() > kMaxCreateBatchItems) {
+    return InvalidArgument("create batch of " + std::to_string(items.size()) +
+                           " items (at most " + std::to_string(kMaxCreateBatchItems) + ")");
+  }
+  std::unique_lock lock(mu_);
+  if (s == 0 || !SessionAlive(s)) {
+    return Status(Code::kStale, "session " + session.ToString() + " unknown or expired");
+  }
+  TouchSession(session);
+  Txn txn(this);
+  std::vector<Result<OpenResult>> out;
+  out.reserve(items.size());
+  std::set<std::pair<uint64_t, std::string>> named;  // names this batch made
+  std::set<uint64_t> used;                             // inode numbers this batch took
+  std::vector<std::pair<size_t, uint64_t>> made;       // (item, ino) of the items that apply
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchCreate& it = items[i];
+    auto one = [&]() -> Result<OpenResult> {
+      AQ_RETURN_IF_ERROR(ValidateName(it.name));
+      uint32_t type = it.mode & S_IFMT;
+      if (type != 0 && type != S_IFREG) {
+        return InvalidArgument("batched create: only regular files");
+      }
+      const uint64_t ino = it.ino.value();
+      if (ino == 0 || !InoReservedFor(s, ino)) {
+        return InvalidArgument("batched create: inode " + std::to_string(ino) +
+                               " is not reserved for session " + session.ToString());
+      }
+      {
+        std::lock_guard dl(dl_mu_);
+        auto ds = dir_sessions_.find(s);
+        if (ds != dir_sessions_.end() && ds->second.broken.count(it.parent.value())) {
+          return Status(Code::kStale, "batched create: the lease of directory " +
+                                          it.parent.ToString() + " was broken");
+        }
+        auto held = dir_leases_.find(it.parent.value());
+        if (held != dir_leases_.end() && held->second.session != s) {
+          return Status(Code::kStale, "batched create: directory " + it.parent.ToString() +
+                                          " is leased by another session");
+        }
+      }
+      if (used.count(ino) || txn.inodes.count(ino)) {
+        return AlreadyExists("batched create: inode " + std::to_string(ino) + " is taken");
+      }
+      auto existing_ino = LoadInode(it.ino);
+      if (existing_ino.ok()) {
+        return AlreadyExists("batched create: inode " + std::to_string(ino) + " is taken");
+      }
+      if (existing_ino.status().code() != Code::kNotFound) return existing_ino.status();
+      auto pr = txn.Get(it.parent);
+      if (!pr.ok()) return pr.status();
+      Inode* p = *pr;
+      if (!p->is_dir()) return Status(Code::kNotDirectory, "inode " + it.parent.ToString());
+      if (p->nlink == 0) return NotFound("directory was removed");
+      AQ_RETURN_IF_ERROR(CheckAccess(*p, it.caller, W_OK | X_OK));
+      if (named.count({it.parent.value(), it.name})) {
+        return AlreadyExists("'" + it.name + "' exists in inode " + it.parent.ToString());
+      }
+      auto existing = FindDentry(it.parent, it.name);
+      if (!existing.ok()) return existing.status();
+      if (existing->has_value()) {
+        return AlreadyExists("'" + it.name + "' exists in inode " + it.parent.ToString());
+      }
+      Inode n;
+      n.ino = it.ino;
+      n.generation = generation_;
+      n.mode = S_IFREG | (it.mode & 07777);
+      n.uid = it.caller.uid;
+      n.gid = it.caller.gid;
+      if (p->mode & S_ISGID) n.gid = p->gid;  // BSD group semantics on setgid directories
+      n.atime = n.mtime = n.ctime = it.time;
+      n.nlink = 1;
+      auto layout = NewFileLayout(*p, n.ino);
+      if (!layout.ok()) return layout.status();
+      n.layout = *layout;
+      txn.inode_delta++;
+      Dentry d{n.ino, S_IFREG, p->next_entry_seq++};
+      p->entry_count++;
+      p->mtime = std::max(p->mtime, it.time);
+      p->ctime = std::max(p->ctime, it.time);
+      txn.Dirty(p);
+      txn.PutDentry(it.parent, it.name, d);
+      OpenResult r;
+      r.created = true;
+      if (it.open_for_write) r.write_version = NextWriteVersion(txn);
+      InodeState& st = txn.State(ino);
+      OpenCount& oc = st.opens[s];
+      oc.total++;
+      if (it.open_for_write) {
+        oc.write++;
+        st.lease_holder = s;
+        st.lease_version = r.write_version;
+      }
+      txn.Add(std::move(n));
+      named.insert({it.parent.value(), it.name});
+      used.insert(ino);
+      made.emplace_back(i, ino);
+      return r;
+    };
+    out.push_back(one());
+  }
+  AQ_RETURN_IF_ERROR(Apply(txn, sync));
+  for (const auto& [i, ino] : made) out[i]->attr = txn.inodes.at(ino);
+  return out;
+}
+
+MetadataService::DirLeaseGuard MetadataService::BreakDirLeases(
+    std::initializer_list<uint64_t> dirs, uint64_t caller) {
+  for (;;) {
+    DirLeaseGuard guard(&dl_gate_);
+    if (dir_lease_count_.load() == 0) return guard;
+    uint64_t wait_dir = 0, holder = 0;
+    bool queue = false;
+    {
+      std::lock_guard dl(dl_mu_);
+      for (uint64_t d : dirs) {
+        auto it = dir_leases_.find(d);
+        if (it == dir_leases_.end() || it->second.session == caller || d == 0) continue;
+        wait_dir = d;
+        holder = it->second.session;
+        queue = !it->second.recalled;
+        it->second.recalled = true;
+        break;
+      }
+    }
+    if (wait_dir == 0) return guard;
+    guard = DirLeaseGuard();  // a grant may go on while this call waits for the give-back
+    if (queue) {
+      RecallLease(holder, wait_dir);  // the holder's WaitRecall names the directory
+      Logger("meta")->debug("recall dir lease dir={} holder={} for session {}", wait_dir, holder,
+                            caller);
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max<uint32_t>(options_.cache_lease_ms, 1));
+    std::unique_lock dl(dl_mu_);
+    const bool given = dl_cv_.wait_until(dl, deadline, [&] {
+      auto it = dir_leases_.find(wait_dir);
+      return it == dir_leases_.end() || it->second.session != holder;
+    });
+    if (!given) {
+      auto it = dir_leases_.find(wait_dir);
+      if (it != dir_leases_.end() && it->second.session == holder) {
+        dir_leases_.erase(it);
+        dir_lease_count_.store(dir_leases_.size());
+        dir_sessions_[holder].broken.insert(wait_dir);
+        Logger("meta")->warn("dir lease broken: dir={} holder={} did not give it back within {} "
+                             "ms", wait_dir, holder, options_.cache_lease_ms);
+        events_.Record(EventSeverity::kWarning,
+                       "directory lease of inode " + std::to_string(wait_dir) +
+                           " broken: session " + std::to_string(holder) + " did not answer");
+      }
+    }
+  }
+}
+
+bool MetadataService::ReturnDirLease(uint64_t dir, uint64_t session) {
+  {
+    std::lock_guard dl(dl_mu_);
+    auto it = dir_leases_.find(dir);
+    if (it == dir_leases_.end() || it->second.session != session) return false;
+    dir_leases_.erase(it);
+    dir_lease_count_.store(dir_leases_.size());
+  }
+  dl_cv_.notify_all();
+  return true;
+}
+
+void MetadataService::EndDirLeases(const std::vector<uint64_t>& sessions) {
+  {
+    std::lock_guard dl(dl_mu_);
+    for (uint64_t s : sessions) {
+      dir_sessions_.erase(s);
+      for (auto it = dir_leases_.begin(); it != dir_leases_.end();) {
+        it = it->second.session == s ? dir_leases_.erase(it) : std::next(it);
+      }
+    }
+    dir_lease_count_.store(dir_leases_.size());
+  }
+  dl_cv_.notify_all();
+}
+
+uint64_t MetadataService::LeasedChild(InodeId parent, std::string_view name) {
+  if (dir_lease_count_.load() == 0 || ValidateName(name).code() != Code::kOk) return 0;
+  uint64_t child = 0;
+  {
+    std::shared_lock lock(mu_);
+    auto d = FindDentry(parent, name);
+    if (!d.ok() || !d->has_value()) return 0;
+    child = (*d)->ino.value();
+  }
+  std::lock_guard dl(dl_mu_);
+  return dir_leases_.count(child) ? child : 0;
+}
+
+uint64_t MetadataService::DirLeaseHolder(InodeId dir) {
+  std::lock_guard dl(dl_mu_);
+  auto it = dir_leases_.find(dir.value());
+  return it == dir_leases_.end() ? 0 : it->second.session;
+}
+
+}  // namespace aquifer::meta
