@@ -46,8 +46,11 @@ Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId se
   {
     std::lock_guard dl(dl_mu_);
     auto held = dir_leases_.find(dir.value());
-    const bool other_holds = held != dir_leases_.end() && held->second.session != s;
-    if (options_.cache_lease_ms > 0 && !others_cache && !other_holds) {
+    // A lease being recalled is not granted again, not even to its holder: the holder's
+    // give-back may be on its way, and the call that recalled it waits for that.
+    const bool taken = held != dir_leases_.end() &&
+                       (held->second.session != s || held->second.recalled);
+    if (options_.cache_lease_ms > 0 && !others_cache && !taken) {
       if (held == dir_leases_.end()) {
         dir_leases_[dir.value()] = DirLease{s, false};
         dir_lease_count_.store(dir_leases_.size());

@@ -1017,7 +1017,10 @@ class GrpcMetaClient final : public MetaClient {
   bool GiveBackDirLease(InodeId dir, SessionId session) override {
     {
       std::lock_guard lock(dl_mu_);
-      if (held_dirs_.erase(dir.value()) == 0) return false;  // no more creates there from now
+      // No more creates there from now; a grant on its way is not installed (dir_gen_).
+      const bool known = held_dirs_.erase(dir.value()) != 0 || asking_.count(dir.value()) != 0;
+      ++dir_gen_;
+      if (!known) return false;
     }
     Status flushed = FlushCreates(false);
     if (!flushed.ok()) {
@@ -1584,6 +1587,8 @@ class GrpcMetaClient final : public MetaClient {
   std::thread flusher_;
   std::unordered_map<uint64_t, HeldDir> held_dirs_;
   std::unordered_map<uint64_t, SteadyClock::time_point> refused_dirs_;
+  std::unordered_map<uint64_t, int> asking_;  // AcquireDirLease calls in flight, by directory
+  uint64_t dir_gen_ = 0;                       // give-backs so far
   uint64_t ino_next_ = 0, ino_end_ = 0;
   uint64_t reserved_session_ = 0;  // the session the numbers were reserved for
   std::vector<pb::CreateBatchItem> pending_;
@@ -1611,6 +1616,12 @@ class GrpcMetaClient final : public MetaClient {
         refused_dirs_.erase(refused);
       }
     }
+    uint64_t gen;
+    {
+      std::lock_guard lock(dl_mu_);
+      gen = dir_gen_;
+      ++asking_[dir.value()];
+    }
     pb::DirLeaseRequest req;
     req.set_ino(dir.value());
     req.set_session(session);
@@ -1619,7 +1630,15 @@ class GrpcMetaClient final : public MetaClient {
     pb::DirLeaseResponse resp;
     Status s =
         FromRpc(Call(&pb::MetaService::Stub::AcquireDirLease, req, &resp, Retry::kYes), &resp);
-    std::lock_guard lock(dl_mu_);
+    std::unique_lock lock(dl_mu_);
+    if (--asking_[dir.value()] == 0) asking_.erase(dir.value());
+    if (s.ok() && resp.granted() && gen != dir_gen_) {
+      // A give-back ran while this was asked: the grant may postdate it, and the caller that
+      // recalled the lease must not wait for it to be broken. Given back at once, not used.
+      lock.unlock();
+      (void)ReturnLease(dir, SessionId(session));
+      return false;
+    }
     if (!s.ok()) {
       if (refused_dirs_.size() > 4096) refused_dirs_.clear();
       refused_dirs_[dir.value()] = SteadyClock::now() + kDirLeaseRetry;

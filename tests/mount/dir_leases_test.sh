@@ -1,0 +1,179 @@
+#!/bin/bash
+# Exclusive directory leases (docs/design.md "Exclusive directory leases"): mount A with
+# -o dir_leases=1 creates files in directories no other mount looks at without a metadata round
+# trip each, and sends them in batches; mount B (cache leases, kernel timeouts of 30 s, so
+# nothing passes by a cache expiring) sees every create at once, because its first look at such
+# a directory makes aquifer-meta recall A's lease, and A sends what it created before giving it
+# back. Checked through the two mounts:
+#   burst     2,000 empty files made in one directory on A: at most a few Create calls reach
+#             aquifer-meta (the rest go in CreateBatch calls); B lists the 2,000 at once;
+#   data      300 files of 1-40 KiB written and closed on A in a fresh directory, then read on B:
+#             every file byte-for-byte;
+#   rounds    200 rounds of: A makes a directory and a file in it, B reads the file at once;
+#   order     A creates, renames and unlinks its new files (the calls that go to the server send
+#             the batch first): B sees exactly the result;
+#   fsync     kill -9 of mount A after a burst of creates where every tenth file was fsynced:
+#             each fsynced file is there on B, and fsyncdir makes the rest durable;
+#   restart   kill -9 of aquifer-meta in the middle of an ingest on A (creates under the lease,
+#             reserved inode numbers outlive the restart): every file is there on B afterwards;
+# and `aquifer fsck` is clean at the end.
+source "$(dirname "$0")/lib.sh"
+: "${AQ_CLI_BIN:?set AQ_CLI_BIN to the aquifer CLI binary (fsck)}"
+A=$AQ_SCRATCH/a
+B=$AQ_SCRATCH/b
+OPTS=cache_leases=1,entry_timeout=30,attr_timeout=30
+aq_start_cluster
+aq_mount "$A" -o "$OPTS,dir_leases=1"
+aq_mount "$B" -o "$OPTS"
+grep -q "exclusive directory leases on" "$AQ_SCRATCH/mount0.log" ||
+  aq_fail "mount A did not turn directory leases on"
+A_PID=${AQ_MOUNT_PIDS[0]}
+
+HTTP=$(cat "$AQ_SCRATCH/meta.http")
+served() {  # served METHOD: how many METHOD calls aquifer-meta served so far
+  /usr/bin/python3 - "$HTTP" "$1" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=10).read().decode()
+total = 0
+for line in text.splitlines():
+    m = re.match(r'aquifer_meta_rpc_requests_total\{(.*)\} ([0-9.e+]+)$', line)
+    if m and f'method="{sys.argv[2]}"' in m.group(1):
+        total += float(m.group(2))
+print(int(total))
+PY
+}
+
+# ---- burst: 2,000 empty files, as tar, cp -r and a dataset's writer make them.
+mkdir "$A/burst"
+creates0=$(served Create)
+batches0=$(served CreateBatch)
+/usr/bin/python3 - "$A/burst" <<'PY'
+import os, sys, time
+d = sys.argv[1]
+t = time.perf_counter()
+for i in range(2000):
+    os.close(os.open(os.path.join(d, f"f{i:05d}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640))
+print(f"burst: 2000 creates at {2000 / (time.perf_counter() - t):.0f}/s", file=sys.stderr)
+PY
+creates=$(($(served Create) - creates0))
+batches=$(($(served CreateBatch) - batches0))
+aq_log "burst: $creates Create calls and $batches CreateBatch calls for 2,000 creates on A"
+((creates <= 5)) || aq_fail "burst: $creates of 2,000 creates went to aquifer-meta one by one"
+((batches >= 2)) || aq_fail "burst: $batches CreateBatch calls (the creates were not batched)"
+n=$(timeout "$T" ls "$B/burst" | wc -l)
+[ "$n" = 2000 ] || aq_fail "burst: B lists $n files, wanted 2000"
+[ "$(timeout "$T" stat -c %a:%s "$B/burst/f01999")" = "640:0" ] ||
+  aq_fail "burst: B's stat of f01999: $(stat -c %a:%s "$B/burst/f01999")"
+diff <(cd "$A/burst" && ls) <(cd "$B/burst" && ls) >/dev/null || aq_fail "burst: listings differ"
+
+# ---- data: files written and closed under the lease, read on B.
+mkdir "$A/data" "$AQ_SCRATCH/ref"
+/usr/bin/python3 - "$A/data" "$AQ_SCRATCH/ref" <<'PY'
+import os, random, sys
+rng = random.Random(18)
+for i in range(300):
+    data = rng.randbytes(rng.randint(1024, 40 * 1024))
+    for d in sys.argv[1:]:
+        with open(os.path.join(d, f"s{i:03d}"), "wb") as f:
+            f.write(data)
+PY
+for i in $(seq -f %03g 0 299); do
+  timeout "$T" cmp "$AQ_SCRATCH/ref/s$i" "$B/data/s$i" || aq_fail "data: B read other bytes of s$i"
+done
+aq_log "data: 300 files written under the lease on A read identically on B"
+
+# ---- rounds: a fresh directory and a file in it on A, read at once on B.
+for i in $(seq 1 200); do
+  mkdir "$A/r$i"
+  echo "round $i" >"$A/r$i/f"
+  got=$(timeout "$T" cat "$B/r$i/f" 2>&1) || aq_fail "rounds: B: $got"
+  [ "$got" = "round $i" ] || aq_fail "rounds: B read '$got' in round $i"
+done
+aq_log "rounds: 200 of 200 files created under A's lease read at once on B"
+
+# ---- order: creates under the lease, then calls that go to the server.
+mkdir "$A/order"
+for i in $(seq 1 50); do
+  echo "x$i" >"$A/order/tmp$i"
+  mv "$A/order/tmp$i" "$A/order/final$i"
+  [ $((i % 5)) = 0 ] && rm "$A/order/final$i"
+  touch "$A/order/empty$i"
+done
+want=$(cd "$A/order" && ls | sort | tr '\n' ' ')
+got=$(cd "$B/order" && timeout "$T" ls | sort | tr '\n' ' ')
+[ "$got" = "$want" ] || aq_fail "order: B lists '$got', A '$want'"
+[ "$(cat "$B/order/final7")" = x7 ] || aq_fail "order: B read '$(cat "$B/order/final7")'"
+aq_log "order: creates, renames and unlinks on A seen on B as A made them"
+
+# ---- fsync: kill -9 of mount A after creates; every fsynced one is there.
+mkdir "$A/k"
+/usr/bin/python3 - "$A/k" <<'PY'
+import os, sys
+d = sys.argv[1]
+for i in range(200):
+    fd = os.open(os.path.join(d, f"k{i:03d}"), os.O_CREAT | os.O_WRONLY, 0o644)
+    if i % 10 == 9:
+        os.fsync(fd)
+    os.close(fd)
+PY
+kill -KILL "$A_PID"
+wait "$A_PID" 2>/dev/null || true
+fusermount3 -uz "$A" || true
+AQ_MOUNT_PIDS[0]=""
+aq_log "killed mount A (pid $A_PID) right after 200 creates"
+for i in $(seq 9 10 199); do
+  f=$(printf "k%03d" "$i")
+  timeout "$T" test -f "$B/k/$f" || aq_fail "fsync: $f was fsynced on A but is not there after A died"
+done
+survived=$(timeout "$T" ls "$B/k" | wc -l)
+aq_log "fsync: all 20 fsynced files there after kill -9 of A ($survived of 200 in all)"
+
+# ---- restart: kill -9 of aquifer-meta in the middle of an ingest under the lease.
+aq_mount "$A" -o "$OPTS,dir_leases=1"
+mkdir "$A/m"
+/usr/bin/python3 - "$A/m" "$AQ_SCRATCH/ingest.half" <<'PY' &
+import os, sys, time
+d, half = sys.argv[1], sys.argv[2]
+for i in range(600):
+    with open(os.path.join(d, f"m{i:03d}"), "w") as f:
+        f.write(f"m{i}\n")
+    if i == 150:
+        open(half, "w").close()
+    time.sleep(0.002)
+fd = os.open(d, os.O_RDONLY)
+os.fsync(fd)  # fsyncdir: durable on aquifer-meta before it returns
+os.close(fd)
+PY
+INGEST=$!
+aq_wait_for 60 "ingest to be half way" test -e "$AQ_SCRATCH/ingest.half"
+kill -KILL "$AQ_META_PID"
+wait "$AQ_META_PID" 2>/dev/null || true
+aq_log "kill -9 aquifer-meta (pid $AQ_META_PID) during the ingest"
+sleep 2  # an outage, not a blip
+aq_start_meta
+wait "$INGEST" || aq_fail "restart: the ingest on A failed"
+n=$(timeout "$T" ls "$B/m" | wc -l)
+[ "$n" = 600 ] || aq_fail "restart: B lists $n files, wanted 600"
+for i in 0 149 150 151 300 599; do
+  f=$(printf "m%03d" "$i")
+  [ "$(timeout "$T" cat "$B/m/$f")" = "m$i" ] || aq_fail "restart: B read '$(cat "$B/m/$f")' from $f"
+done
+aq_log "restart: 600 of 600 files of an ingest across a kill -9 of aquifer-meta are there"
+
+# ---- fsck: the namespace and the chunks agree (A's killed session's opens expire first).
+rc=1
+for _ in $(seq 1 12); do
+  rc=0
+  timeout 120 "$AQ_CLI_BIN" fsck --meta "$AQ_META_ADDR" >"$AQ_SCRATCH/fsck.out" 2>&1 || rc=$?
+  [ $rc = 0 ] && grep -q '^fsck: clean' "$AQ_SCRATCH/fsck.out" && break
+  grep -Eq '^missing: 0 stripes.*0 stripes lost' "$AQ_SCRATCH/fsck.out" || break
+  rc=1
+  sleep 5
+done
+[ $rc = 0 ] && grep -q '^fsck: clean' "$AQ_SCRATCH/fsck.out" ||
+  { head -n 30 "$AQ_SCRATCH/fsck.out" >&2; aq_fail "aquifer fsck not clean (rc $rc)"; }
+if grep -q "sent in a batch" "$AQ_SCRATCH"/mount*.log; then
+  grep "sent in a batch" "$AQ_SCRATCH"/mount*.log | head -5 >&2
+  aq_fail "a batched create was refused"
+fi
+aq_log "PASS dir_leases"
