@@ -120,7 +120,7 @@ struct ClientCounters {
   uint64_t getattrs_answered = 0;        // getattrs answered from kept attributes (no call)
   uint64_t dir_listings = 0;         // directory name lists fetched to answer lookups
   uint64_t creates_local = 0;        // creates answered under an exclusive directory lease
-  uint64_t create_batches = 0;       // CreateBatch calls that sent them
+  uint64_t change_batches = 0;       // ChangeBatch calls that sent them
   uint64_t chunk_reads = 0;          // chunk read RPCs sent
   // Stripe reads decoded from other chunks, by cause: unavailable, checksum, missing_chunk,
   // stale_version, other (in this order; DegradedCauseNames gives the names).

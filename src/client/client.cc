@@ -642,7 +642,7 @@ Status Client::Flush(OpenFile& file) {
 Status Client::Fsync(OpenFile& file, bool datasync) {
   if (impl_->dir_leases_on_) {
     // The file's create may still be in a batch: durable first, with its answer.
-    AQ_RETURN_IF_ERROR(impl_->meta_->FlushCreates(/*sync=*/true));
+    AQ_RETURN_IF_ERROR(impl_->meta_->FlushChanges(/*sync=*/true));
     AQ_RETURN_IF_ERROR(impl_->meta_->CreateError(file.inode));
   }
   if (!file.writable) return OkStatus();
@@ -650,7 +650,10 @@ Status Client::Fsync(OpenFile& file, bool datasync) {
   return impl_->Commit(file, /*sync=*/true);
 }
 
-Status Client::SyncNamespace() { return impl_->meta_->FlushCreates(/*sync=*/true); }
+Status Client::SyncNamespace() {
+  AQ_RETURN_IF_ERROR(impl_->meta_->FlushChanges(/*sync=*/true));
+  return impl_->meta_->TakeChangeError();
+}
 
 Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
                          uint64_t length_bytes) {

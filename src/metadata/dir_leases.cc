@@ -39,6 +39,8 @@ Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId se
     MutexLock holders(lease_mu_);
     auto it = cache_holders_.find(dir.value());
     if (it != cache_holders_.end()) {
+      // Sessions that ended cache nothing (their entries stay until the inode changes).
+      std::erase_if(it->second, [&](uint64_t h) { return !sessions_.count(h); });
       others_cache = std::any_of(it->second.begin(), it->second.end(),
                                  [s](uint64_t h) { return h != s; });
     }
@@ -99,12 +101,26 @@ bool MetadataService::InoReservedFor(uint64_t session, uint64_t ino) {
                      [ino](const auto& r) { return ino >= r.first && ino < r.second; });
 }
 
-Result<std::vector<Result<OpenResult>>> MetadataService::CreateBatch(
-    SessionId session, const std::vector<BatchCreate>& items, bool sync) {
+Status MetadataService::CheckBatchDir(uint64_t session, InodeId dir) {
+  std::lock_guard dl(dl_mu_);
+  auto ds = dir_sessions_.find(session);
+  if (ds != dir_sessions_.end() && ds->second.broken.count(dir.value())) {
+    return Status(Code::kStale, "the lease of directory " + dir.ToString() + " was broken");
+  }
+  auto held = dir_leases_.find(dir.value());
+  if (held != dir_leases_.end() && held->second.session != session) {
+    return Status(Code::kStale, "directory " + dir.ToString() + " is leased by another session");
+  }
+  return OkStatus();
+}
+
+Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
+    SessionId session, const std::vector<BatchChange>& items, bool sync) {
+  using Kind = BatchChange::Kind;
   const uint64_t s = session.value();
-  if (items.size() > kMaxCreateBatchItems) {
-    return InvalidArgument("create batch of " + std::to_string(items.size()) +
-                           " items (at most " + std::to_string(kMaxCreateBatchItems) + ")");
+  if (items.size() > kMaxChangeBatchItems) {
+    return InvalidArgument("change batch of " + std::to_string(items.size()) +
+                           " items (at most " + std::to_string(kMaxChangeBatchItems) + ")");
   }
   std::unique_lock lock(mu_);
   if (s == 0 || !SessionAlive(s)) {
@@ -114,97 +130,121 @@ Result<std::vector<Result<OpenResult>>> MetadataService::CreateBatch(
   Txn txn(this);
   std::vector<Result<OpenResult>> out;
   out.reserve(items.size());
-  std::set<std::pair<uint64_t, std::string>> named;  // names this batch made
-  std::set<uint64_t> used;                             // inode numbers this batch took
-  std::vector<std::pair<size_t, uint64_t>> made;       // (item, ino) of the items that apply
+  std::set<uint64_t> used;                        // inode numbers this batch took
+  std::vector<std::pair<size_t, uint64_t>> made;  // (item, ino) of the creates that apply
+  std::vector<uint64_t> new_dirs;                 // directories made: leased to the session
+  // A new inode `it` asks for: a number reserved for the session that nothing has.
+  auto check_new_ino = [&](const BatchChange& it) -> Status {
+    const uint64_t ino = it.ino.value();
+    if (ino == 0 || !InoReservedFor(s, ino)) {
+      return InvalidArgument("batched change: inode " + std::to_string(ino) +
+                             " is not reserved for session " + session.ToString());
+    }
+    if (used.count(ino) || txn.inodes.count(ino)) {
+      return AlreadyExists("batched change: inode " + std::to_string(ino) + " is taken");
+    }
+    auto existing = LoadInode(it.ino);
+    if (existing.ok()) {
+      return AlreadyExists("batched change: inode " + std::to_string(ino) + " is taken");
+    }
+    return existing.status().code() == Code::kNotFound ? OkStatus() : existing.status();
+  };
   for (size_t i = 0; i < items.size(); ++i) {
-    const BatchCreate& it = items[i];
+    const BatchChange& it = items[i];
     auto one = [&]() -> Result<OpenResult> {
       AQ_RETURN_IF_ERROR(ValidateName(it.name));
-      uint32_t type = it.mode & S_IFMT;
-      if (type != 0 && type != S_IFREG) {
+      AQ_RETURN_IF_ERROR(CheckBatchDir(s, it.parent));
+      if (it.kind == Kind::kUnlink) {
+        AQ_RETURN_IF_ERROR(UnlinkIn(txn, it.parent, it.name, it.caller, it.time));
+        return OpenResult{};
+      }
+      if (it.kind == Kind::kRename) {
+        AQ_RETURN_IF_ERROR(ValidateName(it.new_name));
+        AQ_RETURN_IF_ERROR(CheckBatchDir(s, it.new_parent));
+        AQ_RETURN_IF_ERROR(
+            RenameIn(txn, it.parent, it.name, it.new_parent, it.new_name, 0, it.caller, it.time));
+        return OpenResult{};
+      }
+      const bool dir = it.kind == Kind::kMkdir;
+      if (!dir && it.kind != Kind::kCreate) return InvalidArgument("batched change: unknown kind");
+      const uint32_t type = it.mode & S_IFMT;
+      if (!dir && type != 0 && type != S_IFREG) {
         return InvalidArgument("batched create: only regular files");
       }
-      const uint64_t ino = it.ino.value();
-      if (ino == 0 || !InoReservedFor(s, ino)) {
-        return InvalidArgument("batched create: inode " + std::to_string(ino) +
-                               " is not reserved for session " + session.ToString());
-      }
-      {
-        std::lock_guard dl(dl_mu_);
-        auto ds = dir_sessions_.find(s);
-        if (ds != dir_sessions_.end() && ds->second.broken.count(it.parent.value())) {
-          return Status(Code::kStale, "batched create: the lease of directory " +
-                                          it.parent.ToString() + " was broken");
-        }
-        auto held = dir_leases_.find(it.parent.value());
-        if (held != dir_leases_.end() && held->second.session != s) {
-          return Status(Code::kStale, "batched create: directory " + it.parent.ToString() +
-                                          " is leased by another session");
-        }
-      }
-      if (used.count(ino) || txn.inodes.count(ino)) {
-        return AlreadyExists("batched create: inode " + std::to_string(ino) + " is taken");
-      }
-      auto existing_ino = LoadInode(it.ino);
-      if (existing_ino.ok()) {
-        return AlreadyExists("batched create: inode " + std::to_string(ino) + " is taken");
-      }
-      if (existing_ino.status().code() != Code::kNotFound) return existing_ino.status();
+      AQ_RETURN_IF_ERROR(check_new_ino(it));
       auto pr = txn.Get(it.parent);
       if (!pr.ok()) return pr.status();
       Inode* p = *pr;
       if (!p->is_dir()) return Status(Code::kNotDirectory, "inode " + it.parent.ToString());
       if (p->nlink == 0) return NotFound("directory was removed");
       AQ_RETURN_IF_ERROR(CheckAccess(*p, it.caller, W_OK | X_OK));
-      if (named.count({it.parent.value(), it.name})) {
-        return AlreadyExists("'" + it.name + "' exists in inode " + it.parent.ToString());
-      }
-      auto existing = FindDentry(it.parent, it.name);
+      auto existing = FindDentryIn(txn, it.parent, it.name);
       if (!existing.ok()) return existing.status();
       if (existing->has_value()) {
         return AlreadyExists("'" + it.name + "' exists in inode " + it.parent.ToString());
       }
+      if (dir && p->nlink >= kMaxLinks) {
+        return Status(Code::kTooManyLinks, "too many subdirectories");
+      }
       Inode n;
       n.ino = it.ino;
       n.generation = generation_;
-      n.mode = S_IFREG | (it.mode & 07777);
+      n.mode = (dir ? S_IFDIR : S_IFREG) | (it.mode & 07777);
       n.uid = it.caller.uid;
       n.gid = it.caller.gid;
-      if (p->mode & S_ISGID) n.gid = p->gid;  // BSD group semantics on setgid directories
+      if (p->mode & S_ISGID) {  // BSD group semantics on setgid directories
+        n.gid = p->gid;
+        if (dir) n.mode |= S_ISGID;
+      }
       n.atime = n.mtime = n.ctime = it.time;
-      n.nlink = 1;
-      auto layout = NewFileLayout(*p, n.ino);
-      if (!layout.ok()) return layout.status();
-      n.layout = *layout;
+      OpenResult r;
+      r.created = true;
+      if (dir) {
+        n.nlink = 2;
+        n.size = kDirSizeBytes;
+        n.parent = it.parent;
+        n.dir_default = p->dir_default;
+        p->nlink++;
+      } else {
+        n.nlink = 1;
+        auto layout = NewFileLayout(*p, n.ino);
+        if (!layout.ok()) return layout.status();
+        n.layout = *layout;
+        if (it.open_for_write) r.write_version = NextWriteVersion(txn);
+        InodeState& st = txn.State(n.ino.value());
+        OpenCount& oc = st.opens[s];
+        oc.total++;
+        if (it.open_for_write) {
+          oc.write++;
+          st.lease_holder = s;
+          st.lease_version = r.write_version;
+        }
+      }
       txn.inode_delta++;
-      Dentry d{n.ino, S_IFREG, p->next_entry_seq++};
+      Dentry d{n.ino, n.mode & S_IFMT, p->next_entry_seq++};
       p->entry_count++;
       p->mtime = std::max(p->mtime, it.time);
       p->ctime = std::max(p->ctime, it.time);
       txn.Dirty(p);
       txn.PutDentry(it.parent, it.name, d);
-      OpenResult r;
-      r.created = true;
-      if (it.open_for_write) r.write_version = NextWriteVersion(txn);
-      InodeState& st = txn.State(ino);
-      OpenCount& oc = st.opens[s];
-      oc.total++;
-      if (it.open_for_write) {
-        oc.write++;
-        st.lease_holder = s;
-        st.lease_version = r.write_version;
-      }
       txn.Add(std::move(n));
-      named.insert({it.parent.value(), it.name});
-      used.insert(ino);
-      made.emplace_back(i, ino);
+      used.insert(it.ino.value());
+      made.emplace_back(i, it.ino.value());
+      if (dir) new_dirs.push_back(it.ino.value());
       return r;
     };
     out.push_back(one());
   }
   AQ_RETURN_IF_ERROR(Apply(txn, sync));
-  for (const auto& [i, ino] : made) out[i]->attr = txn.inodes.at(ino);
+  for (const auto& [i, ino] : made) {
+    auto n = txn.inodes.find(ino);
+    if (n != txn.inodes.end() && out[i].ok()) out[i]->attr = n->second;
+  }
+  if (!new_dirs.empty()) {
+    std::lock_guard dl(dl_mu_);
+    for (uint64_t d : new_dirs) dir_leases_.emplace(d, DirLease{s, false});
+    dir_lease_count_.store(dir_leases_.size());
+  }
   return out;
 }
 

@@ -340,6 +340,15 @@ Result<Inode> MetadataService::LoadInode(InodeId ino) {
   return std::move(**n);
 }
 
+Result<std::optional<Dentry>> MetadataService::FindDentryIn(const Txn& txn, InodeId parent,
+                                                            std::string_view name) {
+  for (auto it = txn.dentries.rbegin(); it != txn.dentries.rend(); ++it) {
+    const auto& [p, n, d] = *it;
+    if (p == parent && n == name) return d;  // this transaction's own change of the name
+  }
+  return FindDentry(parent, name);
+}
+
 Result<std::optional<Dentry>> MetadataService::FindDentry(InodeId parent, std::string_view name) {
   std::string key = DentryCacheKey(parent, name);
   {
@@ -885,12 +894,18 @@ Status MetadataService::Unlink(InodeId parent, std::string_view name, const Call
   AQ_RETURN_IF_ERROR(ValidateName(name));
   std::unique_lock lock(mu_);
   Txn txn(this);
+  AQ_RETURN_IF_ERROR(UnlinkIn(txn, parent, name, caller, clocks_.wall()));
+  return Apply(txn, false);
+}
+
+Status MetadataService::UnlinkIn(Txn& txn, InodeId parent, std::string_view name,
+                                 const Caller& caller, Timespec now) {
   auto pr = txn.Get(parent);
   if (!pr.ok()) return pr.status();
   Inode* p = *pr;
   if (!p->is_dir()) return Status(Code::kNotDirectory, "inode " + parent.ToString());
   AQ_RETURN_IF_ERROR(CheckAccess(*p, caller, W_OK | X_OK));
-  auto d = FindDentry(parent, name);
+  auto d = FindDentryIn(txn, parent, name);
   if (!d.ok()) return d.status();
   if (!d->has_value()) return NotFound("no entry '" + std::string(name) + "'");
   auto nr = txn.Get((*d)->ino);
@@ -898,7 +913,6 @@ Status MetadataService::Unlink(InodeId parent, std::string_view name, const Call
   Inode* n = *nr;
   if (n->is_dir()) return Status(Code::kIsDirectory, "unlink of a directory");
   AQ_RETURN_IF_ERROR(CheckSticky(*p, *n, caller));
-  Timespec now = clocks_.wall();
   txn.DeleteDentry(parent, name, (*d)->seq);
   p->entry_count--;
   p->mtime = p->ctime = now;
@@ -910,7 +924,7 @@ Status MetadataService::Unlink(InodeId parent, std::string_view name, const Call
   } else {
     txn.Dirty(n);
   }
-  return Apply(txn, false);
+  return OkStatus();
 }
 
 Status MetadataService::Rmdir(InodeId parent, std::string_view name, const Caller& caller) {
@@ -952,9 +966,17 @@ Status MetadataService::Rename(InodeId parent, std::string_view name, InodeId ne
   if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) {
     return InvalidArgument("rename: NOREPLACE and EXCHANGE together");
   }
-  const bool exchange = flags & RENAME_EXCHANGE;
   std::unique_lock lock(mu_);
   Txn txn(this);
+  AQ_RETURN_IF_ERROR(RenameIn(txn, parent, name, new_parent, new_name, flags, caller,
+                              clocks_.wall()));
+  return Apply(txn, false);
+}
+
+Status MetadataService::RenameIn(Txn& txn, InodeId parent, std::string_view name,
+                                 InodeId new_parent, std::string_view new_name, uint32_t flags,
+                                 const Caller& caller, Timespec now) {
+  const bool exchange = flags & RENAME_EXCHANGE;
   auto pr = txn.Get(parent);
   if (!pr.ok()) return pr.status();
   auto npr = txn.Get(new_parent);
@@ -965,10 +987,10 @@ Status MetadataService::Rename(InodeId parent, std::string_view name, InodeId ne
   if (np->nlink == 0) return NotFound("rename: target directory was removed");
   AQ_RETURN_IF_ERROR(CheckAccess(*p, caller, W_OK | X_OK));
   AQ_RETURN_IF_ERROR(CheckAccess(*np, caller, W_OK | X_OK));
-  auto sd = FindDentry(parent, name);
+  auto sd = FindDentryIn(txn, parent, name);
   if (!sd.ok()) return sd.status();
   if (!sd->has_value()) return NotFound("no entry '" + std::string(name) + "'");
-  auto dd = FindDentry(new_parent, new_name);
+  auto dd = FindDentryIn(txn, new_parent, new_name);
   if (!dd.ok()) return dd.status();
   const Dentry src = **sd;
   const std::optional<Dentry> dst = *dd;
@@ -1026,7 +1048,6 @@ Status MetadataService::Rename(InodeId parent, std::string_view name, InodeId ne
     return Status(Code::kTooManyLinks, "too many subdirectories");
   }
 
-  Timespec now = clocks_.wall();
   if (exchange) {
     txn.PutDentry(parent, name, Dentry{dn->ino, dn->mode & S_IFMT, src.seq});
     txn.PutDentry(new_parent, new_name, Dentry{sn->ino, sn->mode & S_IFMT, dst->seq});
@@ -1080,7 +1101,7 @@ Status MetadataService::Rename(InodeId parent, std::string_view name, InodeId ne
   np->mtime = np->ctime = now;
   txn.Dirty(p);
   txn.Dirty(np);
-  return Apply(txn, false);
+  return OkStatus();
 }
 
 Status ChangedAttrs(const Inode& n, const SetAttrArgs& a, const Caller& caller, Timespec now,

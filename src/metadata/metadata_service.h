@@ -101,17 +101,21 @@ struct OpenResult {
   bool unlink_pending = false;
 };
 
-// One create made by a session under its exclusive directory lease (docs/design.md "Exclusive
-// directory leases"), applied later in a CreateBatch: `ino` is a number AcquireDirLease reserved
-// for the session; `time` is the client's clock at the create (atime, mtime and ctime).
-struct BatchCreate {
+// One change made by a session under its exclusive directory leases (docs/design.md "Exclusive
+// directory leases"), applied later in a ChangeBatch. `time` is the client's clock at the change
+// (a new inode's times; ctime and the parents' mtime otherwise).
+struct BatchChange {
+  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename };
+  Kind kind = Kind::kCreate;
   InodeId parent;
   std::string name;
-  uint32_t mode = 0;  // S_IFREG (or 0) + permissions, umask applied
-  InodeId ino;
+  uint32_t mode = 0;  // kCreate: S_IFREG (or 0) + permissions; kMkdir: permissions
+  InodeId ino;        // kCreate, kMkdir: a number AcquireDirLease reserved for the session
   Caller caller;
   Timespec time;
-  bool open_for_write = false;  // opened for write by the session (takes the write lease)
+  bool open_for_write = false;  // kCreate: opened for write by the session (takes the lease)
+  InodeId new_parent;           // kRename
+  std::string new_name;         // kRename
 };
 
 struct DirLeaseGrant {
@@ -428,24 +432,26 @@ class MetadataService {
   // Grants `session` the exclusive lease on directory `dir` when no other session caches it
   // (names or attributes) or holds it, and reserves `want_inodes` (at most kMaxReservedInodes)
   // inode numbers for the session's creates either way. While it holds the lease the session
-  // may create files in `dir` without asking, and sends them in CreateBatch; any other session's
+  // may create files in `dir` without asking, and sends them in ChangeBatch; any other session's
   // call that reads or changes `dir` first recalls the lease (BreakDirLeases) and waits until
   // the holder sent its creates and gave it back (ReturnLease(dir)), its session ended, or
   // cache_lease_ms passed (then the lease is broken: the holder's later creates there fail).
   // Errors: kStale (unknown or expired session), kNotDirectory, kNotFound, kPermissionDenied
   // (the caller may not write `dir`).
   static constexpr uint32_t kMaxReservedInodes = 4096;
-  static constexpr size_t kMaxCreateBatchItems = 1024;
+  static constexpr size_t kMaxChangeBatchItems = 1024;
   Result<DirLeaseGrant> AcquireDirLease(InodeId dir, SessionId session, uint32_t want_inodes,
                                         const Caller& caller);
   // Applies `items` in order in one store write (sync: durable on disk before returning). Each
-  // gets its own answer (as Create's, with created set); the call fails as a whole only for a
-  // bad session, more than kMaxCreateBatchItems items, or a store error. An item fails with
-  // kInvalidArgument (not a regular file; an inode number not reserved for the session),
-  // kStale (the session's lease on its directory was broken), kAlreadyExists (the name or the
-  // inode number is taken), kNotFound / kNotDirectory (parent), kNameTooLong.
-  Result<std::vector<Result<OpenResult>>> CreateBatch(SessionId session,
-                                                      const std::vector<BatchCreate>& items,
+  // gets its own answer (creates and mkdirs as Create's, with created set; unlinks and renames
+  // an empty one); the call fails as a whole only for a bad session, more than
+  // kMaxChangeBatchItems items, or a store error. An item fails as its own call would (Unlink,
+  // Rename: kNotFound, kIsDirectory, kNotEmpty...), or with kInvalidArgument (a create that is
+  // not a regular file; an inode number not reserved for the session), kStale (the session's
+  // lease on a directory it names was broken, or another session holds it), kAlreadyExists
+  // (the name or the inode number is taken).
+  Result<std::vector<Result<OpenResult>>> ChangeBatch(SessionId session,
+                                                      const std::vector<BatchChange>& items,
                                                       bool sync);
   // Held by a call while it reads or changes directories: no exclusive lease on them is granted
   // meanwhile. Move-only; releases at destruction.
@@ -669,6 +675,15 @@ class MetadataService {
   Result<std::optional<Inode>> FindInode(InodeId ino);
   Result<Inode> LoadInode(InodeId ino);
   Result<std::optional<Dentry>> FindDentry(InodeId parent, std::string_view name);
+  // As FindDentry, seeing the names `txn` changed already (a batch of several changes).
+  Result<std::optional<Dentry>> FindDentryIn(const Txn& txn, InodeId parent,
+                                             std::string_view name);
+  // Unlink and Rename into `txn` (mu_ held exclusively; the caller applies it), with `now` as
+  // the changed inodes' ctime and the parents' mtime. Every check comes before any change.
+  Status UnlinkIn(Txn& txn, InodeId parent, std::string_view name, const Caller& caller,
+                  Timespec now);
+  Status RenameIn(Txn& txn, InodeId parent, std::string_view name, InodeId new_parent,
+                  std::string_view new_name, uint32_t flags, const Caller& caller, Timespec now);
   void CachePutInode(const Inode& inode);
   void CacheEraseInode(InodeId ino);
   void CachePutDentry(InodeId parent, std::string_view name, const std::optional<Dentry>& d);
@@ -867,6 +882,8 @@ class MetadataService {
   // Whether `ino` was reserved for `session`'s batched creates (kept in its session record, so
   // a restart keeps them).
   bool InoReservedFor(uint64_t session, uint64_t ino);
+  // kStale when `session`'s lease on `dir` was broken or another session holds it.
+  Status CheckBatchDir(uint64_t session, InodeId dir);
 
   Mutex cluster_mu_;  // guards servers_, pg_tables_, gc_tasks_, map_version_, next_server_
   std::map<uint32_t, ServerState> servers_ GUARDED_BY(cluster_mu_);

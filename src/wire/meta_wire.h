@@ -31,7 +31,7 @@ enum class MetaMethod : uint16_t {
   kLookup = 1, kGetAttr, kSetAttr, kCreate, kMkdir, kSymlink, kLink, kUnlink, kRmdir, kRename,
   kReadlink, kReadDir, kGetXattr, kSetXattr, kListXattr, kRemoveXattr, kStatFs, kOpen, kRelease,
   kReleaseBatch, kCommit, kKeepAlive, kCloseSession, kSetLock, kGetLock, kGetClusterMap, kSync,
-  kAcquireLease, kReturnLease, kWaitRecall, kAcquireDirLease, kCreateBatch,
+  kAcquireLease, kReturnLease, kWaitRecall, kAcquireDirLease, kChangeBatch,
   kEnd  // one past the last
 };
 

@@ -1826,8 +1826,8 @@ TEST_F(CacheLeaseTest, OffMeansNoLeasesAndNoWaits) {
 // another session's call on the directory first recalls the lease and waits for its give-back.
 class DirLeaseTest : public CacheLeaseTest {
  protected:
-  BatchCreate Item(InodeId parent, const std::string& name, uint64_t ino) {
-    BatchCreate b;
+  BatchChange Item(InodeId parent, const std::string& name, uint64_t ino) {
+    BatchChange b;
     b.parent = parent;
     b.name = name;
     b.mode = S_IFREG | 0640;
@@ -1858,7 +1858,7 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
   EXPECT_EQ(gb->ino_count, 4u);
   EXPECT_GE(gb->ino_first, g->ino_first + 16);
 
-  std::vector<BatchCreate> items;
+  std::vector<BatchChange> items;
   for (uint64_t i = 0; i < 10; ++i) {
     items.push_back(Item(d->ino, "f" + std::to_string(i), g->ino_first + i));
   }
@@ -1867,7 +1867,7 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
   items.push_back(Item(d->ino, "y", gb->ino_first));             // b's number, not a's
   items.push_back(Item(d->ino, "bad/name", g->ino_first + 11));  // not a name
   const auto before = svc_->GetAttr(d->ino);
-  auto r = svc_->CreateBatch(a->session, items, false);
+  auto r = svc_->ChangeBatch(a->session, items, false);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->size(), items.size());
   for (size_t i = 0; i < 10; ++i) {
@@ -1911,7 +1911,7 @@ TEST_F(DirLeaseTest, AnotherSessionsCallRecallsTheLeaseAndWaitsForTheGiveBack) {
   ASSERT_EQ(recalled->write_leases.size(), 1u);
   EXPECT_EQ(recalled->write_leases[0], d->ino);
   EXPECT_EQ(look.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  auto r = svc_->CreateBatch(a->session, {Item(d->ino, "made-by-a", g->ino_first)}, false);
+  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "made-by-a", g->ino_first)}, false);
   ASSERT_TRUE(r.ok() && (*r)[0].ok());
   ASSERT_TRUE(svc_->ReturnLease(d->ino, a->session).ok());
   auto seen = look.get();
@@ -1923,7 +1923,7 @@ TEST_F(DirLeaseTest, AnotherSessionsCallRecallsTheLeaseAndWaitsForTheGiveBack) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->granted);
   // A create of a's in d after the give-back still applies (it is late, not wrong).
-  auto late = svc_->CreateBatch(a->session, {Item(d->ino, "late", g->ino_first + 1)}, false);
+  auto late = svc_->ChangeBatch(a->session, {Item(d->ino, "late", g->ino_first + 1)}, false);
   ASSERT_TRUE(late.ok() && (*late)[0].ok());
   CheckInvariants();
 }
@@ -1943,7 +1943,7 @@ TEST_F(DirLeaseTest, ASilentHolderLosesTheLeaseAfterTheBoundAndItsLaterCreatesTh
   EXPECT_GE(waited, std::chrono::milliseconds(2900));  // cache_lease_ms
   EXPECT_LT(waited, std::chrono::milliseconds(6000));
   EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
-  auto r = svc_->CreateBatch(a->session, {Item(d->ino, "late", g->ino_first)}, false);
+  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "late", g->ino_first)}, false);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].status().code(), Code::kStale);
   EXPECT_EQ(svc_->Lookup(d->ino, "late", Root()).status().code(), Code::kNotFound);
@@ -1970,7 +1970,7 @@ TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
   EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
   Inode other = File(kRootInode, "other");
   EXPECT_GE(other.ino.value(), g->ino_first + 8);
-  auto r = svc_->CreateBatch(a->session, {Item(d->ino, "after-restart", g->ino_first)}, true);
+  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "after-restart", g->ino_first)}, true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE((*r)[0].ok()) << (*r)[0].status().ToString();
   ReopenRocksStore();

@@ -6,7 +6,7 @@
 # a directory makes aquifer-meta recall A's lease, and A sends what it created before giving it
 # back. Checked through the two mounts:
 #   burst     2,000 empty files made in one directory on A: at most a few Create calls reach
-#             aquifer-meta (the rest go in CreateBatch calls); B lists the 2,000 at once;
+#             aquifer-meta (the rest go in ChangeBatch calls); B lists the 2,000 at once;
 #   data      300 files of 1-40 KiB written and closed on A in a fresh directory, then read on B:
 #             every file byte-for-byte;
 #   rounds    200 rounds of: A makes a directory and a file in it, B reads the file at once;
@@ -46,7 +46,7 @@ PY
 # ---- burst: 2,000 empty files, as tar, cp -r and a dataset's writer make them.
 mkdir "$A/burst"
 creates0=$(served Create)
-batches0=$(served CreateBatch)
+batches0=$(served ChangeBatch)
 /usr/bin/python3 - "$A/burst" <<'PY'
 import os, sys, time
 d = sys.argv[1]
@@ -56,10 +56,10 @@ for i in range(2000):
 print(f"burst: 2000 creates at {2000 / (time.perf_counter() - t):.0f}/s", file=sys.stderr)
 PY
 creates=$(($(served Create) - creates0))
-batches=$(($(served CreateBatch) - batches0))
-aq_log "burst: $creates Create calls and $batches CreateBatch calls for 2,000 creates on A"
+batches=$(($(served ChangeBatch) - batches0))
+aq_log "burst: $creates Create calls and $batches ChangeBatch calls for 2,000 creates on A"
 ((creates <= 5)) || aq_fail "burst: $creates of 2,000 creates went to aquifer-meta one by one"
-((batches >= 2)) || aq_fail "burst: $batches CreateBatch calls (the creates were not batched)"
+((batches >= 2)) || aq_fail "burst: $batches ChangeBatch calls (the creates were not batched)"
 n=$(timeout "$T" ls "$B/burst" | wc -l)
 [ "$n" = 2000 ] || aq_fail "burst: B lists $n files, wanted 2000"
 [ "$(timeout "$T" stat -c %a:%s "$B/burst/f01999")" = "640:0" ] ||

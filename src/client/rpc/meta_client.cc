@@ -156,7 +156,7 @@ std::optional<wire::MetaMethod> WireMethodOf(StubMethod<Req, Resp> m) {
   AQ_WIRE_METHOD(ReturnLease, LeaseRequest, StatusResponse)
   AQ_WIRE_METHOD(WaitRecall, WaitRecallRequest, WaitRecallResponse)
   AQ_WIRE_METHOD(AcquireDirLease, DirLeaseRequest, DirLeaseResponse)
-  AQ_WIRE_METHOD(CreateBatch, CreateBatchRequest, CreateBatchResponse)
+  AQ_WIRE_METHOD(ChangeBatch, ChangeBatchRequest, ChangeBatchResponse)
 #undef AQ_WIRE_METHOD
   return std::nullopt;
 }
@@ -340,6 +340,7 @@ class GrpcMetaClient final : public MetaClient {
 
   Result<Attributes> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
                            const Caller& c) override {
+    if (std::optional<Attributes> local = MkdirLocally(parent, name, mode, c)) return *local;
     pb::MkdirRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
@@ -383,6 +384,7 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Status Unlink(InodeId parent, std::string_view name, const Caller& c) override {
+    if (UnlinkLocally(parent, name, c)) return OkStatus();
     return Remove(&pb::MetaService::Stub::Unlink, parent, name, c);
   }
   Status Rmdir(InodeId parent, std::string_view name, const Caller& c) override {
@@ -391,6 +393,7 @@ class GrpcMetaClient final : public MetaClient {
 
   Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
                 std::string_view new_name, uint32_t flags, const Caller& c) override {
+    if (RenameLocally(parent, name, new_parent, new_name, flags, c)) return OkStatus();
     pb::RenameRequest req;
     req.set_parent(parent.value());
     req.set_name(std::string(name));
@@ -783,7 +786,7 @@ class GrpcMetaClient final : public MetaClient {
     out->getattrs_answered = local_getattrs_.load(std::memory_order_relaxed);
     out->dir_listings = listings_.load(std::memory_order_relaxed);
     out->creates_local = local_creates_.load(std::memory_order_relaxed);
-    out->create_batches = batches_.load(std::memory_order_relaxed);
+    out->change_batches = batches_.load(std::memory_order_relaxed);
   }
   Status CloseSession(SessionId session) override {
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
@@ -794,8 +797,9 @@ class GrpcMetaClient final : public MetaClient {
           calls_.load());
     }
     if (dir_leases_on_.load()) {
-      Logger("client")->info("directory leases: {} creates made here, sent in {} batches",
-                             local_creates_.load(), batches_.load() + (pending_count_.load() ? 1 : 0));
+      Logger("client")->info("directory leases: {} creates and {} other changes made here, sent "
+                             "in {} batches", local_creates_.load(), local_changes_.load(),
+                             batches_.load() + (pending_count_.load() ? 1 : 0));
     }
     Status s = SessionCall(&pb::MetaService::Stub::CloseSession, session, Retry::kBrief);
     // Later requests carry no tag of the closed session.
@@ -876,20 +880,13 @@ class GrpcMetaClient final : public MetaClient {
 
   std::optional<OpenReply> CreateLocally(InodeId parent, std::string_view name, uint32_t mode,
                                          const Caller& c, bool open_for_write) override {
-    const uint64_t session = cache_session_.load(std::memory_order_relaxed);
-    if (!dir_leases_on_.load() || session == 0 || needs_capabilities_) return std::nullopt;
-    if (name.empty() || name.size() > kMaxNameBytes || name == "." || name == ".." ||
-        name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos) {
-      return std::nullopt;  // the server's Create gives the error
-    }
+    if (!LocalChangesOn(name)) return std::nullopt;  // the server's Create gives any error
     const DirNames::Ticket ticket = names_.Begin(parent);
     if (names_.Find(parent, name) != DirNames::Known::kAbsent) return std::nullopt;
     if (!EnsureDirLease(parent, c)) return std::nullopt;
     Attributes attr;
-    const auto now_wall = std::chrono::system_clock::now().time_since_epoch();
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now_wall).count();
-    const Timestamp now{ns / 1000000000, static_cast<uint32_t>(ns % 1000000000)};
-    pb::CreateBatchItem item;
+    const Timestamp now = WallNow();
+    pb::ChangeBatchItem item;
     {
       std::lock_guard lock(dl_mu_);
       auto held = held_dirs_.find(parent.value());
@@ -905,8 +902,7 @@ class GrpcMetaClient final : public MetaClient {
       attr.layout = held->second.file_layout;
       if (attr.layout.pg_count > 0) attr.layout.pg_start = static_cast<uint32_t>(ino % attr.layout.pg_count);
       attr.stripes = std::make_shared<const StripeMap>();
-      held->second.attr.mtime = std::max(held->second.attr.mtime, now);
-      held->second.attr.ctime = std::max(held->second.attr.ctime, now);
+      Bump(held->second.attr, now);
       item.set_parent(parent.value());
       item.set_name(std::string(name));
       item.set_mode(attr.mode);
@@ -914,9 +910,7 @@ class GrpcMetaClient final : public MetaClient {
       ToPb(c, item.mutable_caller());
       ToPb(now, item.mutable_time());
       item.set_open_for_write(open_for_write);
-      pending_.push_back(std::move(item));
-      pending_count_.fetch_add(1);
-      if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
+      QueueChangeLocked(std::move(item));
     }
     flush_cv_.notify_all();
     names_.Added(parent, name, &attr, &ticket);
@@ -928,9 +922,178 @@ class GrpcMetaClient final : public MetaClient {
     return reply;
   }
 
-  Status FlushCreates(bool sync) override {
+  // The clock of a change made here: the new inode's times, ctime and the parents' mtime.
+  static Timestamp WallNow() {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    return Timestamp{ns / 1000000000, static_cast<uint32_t>(ns % 1000000000)};
+  }
+  // Whether this client may change names itself now: directory leases on, a cache session, no
+  // client credential, and `name` a name the server would take.
+  bool LocalChangesOn(std::string_view name) const {
+    if (!dir_leases_on_.load() || cache_session_.load(std::memory_order_relaxed) == 0 ||
+        needs_capabilities_) {
+      return false;
+    }
+    return !name.empty() && name.size() <= kMaxNameBytes && name != "." && name != ".." &&
+           name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  }
+  // Queues `item` (dl_mu_ held) and starts the flusher.
+  void QueueChangeLocked(pb::ChangeBatchItem item) {
+    pending_.push_back(std::move(item));
+    pending_count_.fetch_add(1);
+    if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
+  }
+  static void Bump(Attributes& dir, Timestamp now) {
+    dir.mtime = std::max(dir.mtime, now);
+    dir.ctime = std::max(dir.ctime, now);
+  }
+
+  // mkdir under the exclusive lease of `parent`: the new directory is this client's too (the
+  // server leases it to the session when the batch applies), empty and complete in names_.
+  std::optional<Attributes> MkdirLocally(InodeId parent, std::string_view name, uint32_t mode,
+                                         const Caller& c) {
+    if (!LocalChangesOn(name)) return std::nullopt;
+    const DirNames::Ticket ticket = names_.Begin(InodeId());
+    if (names_.Find(parent, name) != DirNames::Known::kAbsent) return std::nullopt;
+    if (!EnsureDirLease(parent, c)) return std::nullopt;
+    const Timestamp now = WallNow();
+    Attributes attr;
+    {
+      std::lock_guard lock(dl_mu_);
+      auto held = held_dirs_.find(parent.value());
+      if (held == held_dirs_.end() || ino_next_ >= ino_end_) return std::nullopt;
+      if (held->second.attr.nlink >= 65000) return std::nullopt;  // the server's kMaxLinks
+      const uint64_t ino = ino_next_++;
+      Attributes& dir = held->second.attr;
+      attr.inode = InodeId(ino);
+      attr.mode = S_IFDIR | (mode & 07777);
+      attr.nlink = 2;
+      attr.uid = c.uid;
+      attr.gid = c.gid;
+      if (dir.mode & S_ISGID) {
+        attr.gid = dir.gid;
+        attr.mode |= S_ISGID;
+      }
+      attr.size_bytes = 4096;
+      attr.atime = attr.mtime = attr.ctime = now;
+      dir.nlink++;
+      Bump(dir, now);
+      HeldDir& made = held_dirs_[ino];
+      made.attr = attr;
+      made.file_layout = held_dirs_.at(parent.value()).file_layout;
+      pb::ChangeBatchItem item;
+      item.set_kind(pb::ChangeBatchItem::MKDIR);
+      item.set_parent(parent.value());
+      item.set_name(std::string(name));
+      item.set_mode(attr.mode);
+      item.set_new_ino(ino);
+      ToPb(c, item.mutable_caller());
+      ToPb(now, item.mutable_time());
+      QueueChangeLocked(std::move(item));
+    }
+    flush_cv_.notify_all();
+    names_.Added(parent, name);
+    names_.Install(attr.inode, ticket, {});
+    local_changes_.fetch_add(1, std::memory_order_relaxed);
+    return attr;
+  }
+
+  // The non-directory with one link named `name` in `parent`, when this client keeps its
+  // attributes (it knows every name of `parent`).
+  std::optional<Attributes> KeptChild(InodeId parent, std::string_view name) {
+    DirNames::Found found = names_.FindEntry(parent, name);
+    if (found.known != DirNames::Known::kPresent || !found.attr) return std::nullopt;
+    if (S_ISDIR(found.attr->mode) || found.attr->nlink != 1) return std::nullopt;
+    return found.attr;
+  }
+
+  // unlink under the exclusive lease of `parent`.
+  bool UnlinkLocally(InodeId parent, std::string_view name, const Caller& c) {
+    if (!LocalChangesOn(name)) return false;
+    std::optional<Attributes> victim = KeptChild(parent, name);
+    if (!victim || !EnsureDirLease(parent, c)) return false;
+    const Timestamp now = WallNow();
+    {
+      std::lock_guard lock(dl_mu_);
+      auto held = held_dirs_.find(parent.value());
+      if (held == held_dirs_.end()) return false;
+      Bump(held->second.attr, now);
+      pb::ChangeBatchItem item;
+      item.set_kind(pb::ChangeBatchItem::UNLINK);
+      item.set_parent(parent.value());
+      item.set_name(std::string(name));
+      ToPb(c, item.mutable_caller());
+      ToPb(now, item.mutable_time());
+      QueueChangeLocked(std::move(item));
+    }
+    flush_cv_.notify_all();
+    names_.Removed(parent, name);
+    names_.Touched(victim->inode);
+    local_changes_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // rename of a non-directory under the exclusive leases of both parents, over nothing or over
+  // a non-directory with one link.
+  bool RenameLocally(InodeId parent, std::string_view name, InodeId new_parent,
+                     std::string_view new_name, uint32_t flags, const Caller& c) {
+    if (!LocalChangesOn(name) || !LocalChangesOn(new_name)) return false;
+    if (flags & ~uint32_t{RENAME_NOREPLACE}) return false;  // an exchange goes to the server
+    if (parent == new_parent && name == new_name) return false;
+    std::optional<Attributes> moved = KeptChild(parent, name);
+    if (!moved) return false;
+    const DirNames::Found target = names_.FindEntry(new_parent, new_name);
+    std::optional<Attributes> victim;
+    if (target.known == DirNames::Known::kPresent) {
+      if (flags & RENAME_NOREPLACE) return false;  // the server gives EEXIST
+      victim = KeptChild(new_parent, new_name);
+      if (!victim || victim->inode == moved->inode) return false;
+    } else if (target.known != DirNames::Known::kAbsent) {
+      return false;
+    }
+    if (!EnsureDirLease(parent, c) || (new_parent != parent && !EnsureDirLease(new_parent, c))) {
+      return false;
+    }
+    const Timestamp now = WallNow();
+    {
+      std::lock_guard lock(dl_mu_);
+      auto from = held_dirs_.find(parent.value());
+      auto to = held_dirs_.find(new_parent.value());
+      if (from == held_dirs_.end() || to == held_dirs_.end()) return false;
+      Bump(from->second.attr, now);
+      Bump(to->second.attr, now);
+      pb::ChangeBatchItem item;
+      item.set_kind(pb::ChangeBatchItem::RENAME);
+      item.set_parent(parent.value());
+      item.set_name(std::string(name));
+      item.set_new_parent(new_parent.value());
+      item.set_new_name(std::string(new_name));
+      ToPb(c, item.mutable_caller());
+      ToPb(now, item.mutable_time());
+      QueueChangeLocked(std::move(item));
+    }
+    flush_cv_.notify_all();
+    if (victim) {
+      names_.Removed(new_parent, new_name);
+      names_.Touched(victim->inode);
+    }
+    names_.Removed(parent, name);
+    names_.Touched(moved->inode);
+    // Its one name is the new one now, with the attributes it had (ctime moved): kept there, so
+    // a later unlink or rename of it here is local too.
+    const DirNames::Ticket ticket = names_.Begin(new_parent);
+    Attributes after = *moved;
+    after.ctime = std::max(after.ctime, now);
+    names_.Added(new_parent, new_name, &after, &ticket);
+    local_changes_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  Status FlushChanges(bool sync) override {
     std::lock_guard flushing(flush_mu_);
-    std::vector<pb::CreateBatchItem> items;
+    std::vector<pb::ChangeBatchItem> items;
     {
       std::lock_guard lock(dl_mu_);
       items.swap(pending_);  // still counted in pending_count_ until answered
@@ -944,38 +1107,44 @@ class GrpcMetaClient final : public MetaClient {
       }
       return result;
     }
-    for (size_t begin = 0; begin < items.size(); begin += kMaxCreateBatchItems) {
-      const size_t end = std::min(items.size(), begin + kMaxCreateBatchItems);
-      pb::CreateBatchRequest req;
+    for (size_t begin = 0; begin < items.size(); begin += kMaxChangeBatchItems) {
+      const size_t end = std::min(items.size(), begin + kMaxChangeBatchItems);
+      pb::ChangeBatchRequest req;
       req.set_session(session_.load(std::memory_order_relaxed));
       req.set_sync(sync);
       for (size_t i = begin; i < end; ++i) *req.add_items() = items[i];
-      pb::CreateBatchResponse resp;
-      Status s = FromRpc(Call(&pb::MetaService::Stub::CreateBatch, req, &resp, Retry::kNo), &resp);
+      pb::ChangeBatchResponse resp;
+      Status s = FromRpc(Call(&pb::MetaService::Stub::ChangeBatch, req, &resp, Retry::kNo), &resp);
       if (s.ok() && resp.results_size() != static_cast<int>(end - begin)) {
-        s = Internal("create batch: " + std::to_string(resp.results_size()) + " answers for " +
-                     std::to_string(end - begin) + " creates");
+        s = Internal("change batch: " + std::to_string(resp.results_size()) + " answers for " +
+                     std::to_string(end - begin) + " changes");
       }
+      if (!s.ok() && result.ok()) result = s;  // the call itself failed
       batches_.fetch_add(1, std::memory_order_relaxed);
       std::lock_guard lock(dl_mu_);
       for (size_t i = begin; i < end; ++i) {
-        const pb::CreateBatchItem& item = items[i];
+        const pb::ChangeBatchItem& item = items[i];
         Status one = s;
         if (s.ok()) {
           const pb::RpcStatus& rs = resp.results(static_cast<int>(i - begin)).status();
           if (rs.code() != 0) one = Status(CodeFromInt(rs.code()), rs.message());
         }
         if (!one.ok()) {
-          one = one.WithPrefix("create of '" + item.name() + "' in inode " +
-                               std::to_string(item.parent()) + " (sent in a batch)");
+          static constexpr const char* kWhat[] = {"create", "mkdir", "unlink", "rename"};
+          one = one.WithPrefix(std::string(kWhat[item.kind() & 3]) + " of '" + item.name() +
+                               "' in inode " + std::to_string(item.parent()) +
+                               " (sent in a batch)");
           Logger("client")->warn("{}", one.ToString());
-          if (create_errors_.size() >= kMaxKeptCreateResults) create_errors_.clear();
-          create_errors_[item.new_ino()] = one;
+          if (item.new_ino() != 0) {
+            if (create_errors_.size() >= kMaxKeptCreateResults) create_errors_.clear();
+            create_errors_[item.new_ino()] = one;
+          }
+          if (change_error_.ok()) change_error_ = one;  // for the next SyncNamespace
           failed_dirs_.push_back(InodeId(item.parent()));
-          if (result.ok()) result = one;
+          if (item.new_parent() != 0) failed_dirs_.push_back(InodeId(item.new_parent()));
           continue;
         }
-        const pb::CreateBatchResult& r = resp.results(static_cast<int>(i - begin));
+        const pb::ChangeBatchResult& r = resp.results(static_cast<int>(i - begin));
         if (item.open_for_write() && r.write_version() != 0) {
           if (created_leases_.size() >= kMaxKeptCreateResults) created_leases_.clear();
           created_leases_[item.new_ino()] = OpenReply{FromPb(r.attr()), r.write_version()};
@@ -993,8 +1162,15 @@ class GrpcMetaClient final : public MetaClient {
     return result;
   }
 
+  Status TakeChangeError() override {
+    std::lock_guard lock(dl_mu_);
+    Status out = change_error_;
+    change_error_ = OkStatus();
+    return out;
+  }
+
   std::optional<OpenReply> TakeCreatedLease(InodeId inode) override {
-    (void)FlushCreates(false);  // errors are kept per inode (CreateError)
+    (void)FlushChanges(false);  // errors are kept per inode (CreateError)
     std::lock_guard lock(dl_mu_);
     auto it = created_leases_.find(inode.value());
     if (it == created_leases_.end()) return std::nullopt;
@@ -1022,7 +1198,7 @@ class GrpcMetaClient final : public MetaClient {
       ++dir_gen_;
       if (!known) return false;
     }
-    Status flushed = FlushCreates(false);
+    Status flushed = FlushChanges(false);
     if (!flushed.ok()) {
       Logger("client")->warn("dir lease give-back dir={}: {}", dir.value(), flushed.ToString());
     }
@@ -1142,7 +1318,7 @@ class GrpcMetaClient final : public MetaClient {
                     Req& req, Resp* resp, Retry retry) {
     if constexpr (SendsCreatesFirst<Req>()) {
       // This client's local creates reach the server before anything it asks next.
-      if (pending_count_.load(std::memory_order_relaxed) != 0) (void)FlushCreates(false);
+      if (pending_count_.load(std::memory_order_relaxed) != 0) (void)FlushChanges(false);
     }
     const bool tagged = TagRequest(req);
     const bool repeatable = tagged || retry != Retry::kNo;
@@ -1569,8 +1745,8 @@ class GrpcMetaClient final : public MetaClient {
   // numbers reserved for it [ino_next_, ino_end_), the creates not sent yet (in order), what
   // each sent create answered, and directories whose lease was refused (not asked again for
   // kDirLeaseRetry). dl_mu_ is a leaf; flush_mu_ is taken before it and held across the
-  // CreateBatch call, so batches go out in order.
-  static constexpr size_t kMaxCreateBatchItems = 1024;  // as the server's
+  // ChangeBatch call, so batches go out in order.
+  static constexpr size_t kMaxChangeBatchItems = 1024;  // as the server's
   static constexpr uint32_t kInodesPerReservation = 1024;
   static constexpr size_t kMaxKeptCreateResults = 1 << 16;
   static constexpr std::chrono::milliseconds kFlushLinger{2};
@@ -1591,12 +1767,13 @@ class GrpcMetaClient final : public MetaClient {
   uint64_t dir_gen_ = 0;                       // give-backs so far
   uint64_t ino_next_ = 0, ino_end_ = 0;
   uint64_t reserved_session_ = 0;  // the session the numbers were reserved for
-  std::vector<pb::CreateBatchItem> pending_;
+  std::vector<pb::ChangeBatchItem> pending_;
   std::atomic<size_t> pending_count_{0};  // created locally and not answered yet
   std::unordered_map<uint64_t, OpenReply> created_leases_;
   std::unordered_map<uint64_t, Status> create_errors_;
+  Status change_error_;  // the first batched change refused since the last TakeChangeError
   std::vector<InodeId> failed_dirs_;
-  std::atomic<uint64_t> local_creates_{0}, batches_{0};
+  std::atomic<uint64_t> local_creates_{0}, local_changes_{0}, batches_{0};
 
   // Holds (or is granted now) the exclusive lease on `dir` with inode numbers to spare.
   bool EnsureDirLease(InodeId dir, const Caller& c) {
@@ -1682,7 +1859,7 @@ class GrpcMetaClient final : public MetaClient {
       flush_cv_.wait_for(lock, kFlushLinger, [&] { return flusher_stop_; });
       if (flusher_stop_) return;
       lock.unlock();
-      Status s = FlushCreates(false);
+      Status s = FlushChanges(false);
       (void)s;  // kept per inode
       lock.lock();
     }
@@ -1692,13 +1869,13 @@ class GrpcMetaClient final : public MetaClient {
   // read or change the namespace (and the batch itself).
   template <class Req>
   static constexpr bool SendsCreatesFirst() {
-    return !std::is_same_v<Req, pb::CreateBatchRequest> &&
+    return !std::is_same_v<Req, pb::ChangeBatchRequest> &&
            !std::is_same_v<Req, pb::DirLeaseRequest> &&
            !std::is_same_v<Req, pb::WaitRecallRequest> &&
            !std::is_same_v<Req, pb::ClusterMapRequest> &&
            !std::is_same_v<Req, pb::CapabilityRequest> &&
            !std::is_same_v<Req, pb::OpenSessionRequest> &&
-           !std::is_same_v<Req, pb::SyncRequest>;  // FlushCreates's own (flush_mu_ held)
+           !std::is_same_v<Req, pb::SyncRequest>;  // FlushChanges's own (flush_mu_ held)
   }
 };
 

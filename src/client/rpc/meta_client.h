@@ -189,7 +189,7 @@ class MetaClient {
   // Creates regular file `name` in `parent` without a round trip when this client holds the
   // exclusive lease on `parent` (asked for here, one round trip, the first time) and knows the
   // name is free under its cache lease; the create goes to the server later, in order, in a
-  // CreateBatch (opened for write by `session` when open_for_write). nullopt when it cannot:
+  // ChangeBatch (opened for write by `session` when open_for_write). nullopt when it cannot:
   // the caller then calls Create.
   virtual std::optional<OpenReply> CreateLocally(InodeId parent, std::string_view name,
                                                  uint32_t mode, const Caller& c,
@@ -201,14 +201,20 @@ class MetaClient {
     (void)open_for_write;
     return std::nullopt;
   }
-  // Sends every create made locally so far, in order, and waits for the answer; with sync, the
-  // server makes its namespace durable on disk before answering (fsync). Creates the server
-  // refused are remembered for CreateError. Every other call of this client that goes to the
-  // server runs it first (so the server sees this client's changes in the order it made them).
-  virtual Status FlushCreates(bool sync) {
+  // Sends every change made locally so far (CreateLocally, and Mkdir, Unlink and Rename when
+  // they were answered under a directory lease), in order, and waits for the answer; with sync,
+  // the server makes its namespace durable on disk before answering (fsync). Fails only when a
+  // batch call failed as a whole; changes the server refused are logged and remembered for
+  // CreateError (creates) and TakeChangeError (the first of any kind). Every other call of this
+  // client that goes to the server runs it first (so the server sees this client's changes in
+  // the order it made them).
+  virtual Status FlushChanges(bool sync) {
     (void)sync;
     return OkStatus();
   }
+  // The first batched change the server refused since the last call (OK: none); it is then
+  // forgotten.
+  virtual Status TakeChangeError() { return OkStatus(); }
   // After the locally created `inode`'s batch was answered (flushed first here): its attributes
   // and the write version its create took with the write lease, once. nullopt when there is
   // none (not opened for write, failed, taken, or dropped by DropCreatedLease).

@@ -725,24 +725,29 @@ class ServiceImpl final : public pb::MetaService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status CreateBatch(grpc::ServerContext* ctx, const pb::CreateBatchRequest* req,
-                           pb::CreateBatchResponse* resp) override {
+  grpc::Status ChangeBatch(grpc::ServerContext* ctx, const pb::ChangeBatchRequest* req,
+                           pb::ChangeBatchResponse* resp) override {
     if (grpc::Status refused = CheckCallAuth(ctx); !refused.ok()) return refused;
     ClientGate::Call gate = gate_.Admit(ctx, ClientAccess::kWrite, Mutable(req), resp);
     if (!gate.ok()) return Refuse(gate, resp);
-    if (req->items_size() > static_cast<int>(MetadataService::kMaxCreateBatchItems)) {
+    if (req->items_size() > static_cast<int>(MetadataService::kMaxChangeBatchItems)) {
       SetStatus(resp->mutable_status(),
                 InvalidArgument("create batch of " + std::to_string(req->items_size()) +
                                 " items (at most " +
-                                std::to_string(MetadataService::kMaxCreateBatchItems) + ")"));
+                                std::to_string(MetadataService::kMaxChangeBatchItems) + ")"));
       return grpc::Status::OK;
     }
     const SessionId session(req->session());
     TaggedCall call(this, req->tag());
     if (call.applied()) {
       // Applied before (one store write: all of it), its reply lost: each item as it is now.
-      for (const pb::CreateBatchItem& item : req->items()) {
-        pb::CreateBatchResult* out = resp->add_results();
+      for (const pb::ChangeBatchItem& item : req->items()) {
+        pb::ChangeBatchResult* out = resp->add_results();
+        if (item.kind() == pb::ChangeBatchItem::UNLINK ||
+            item.kind() == pb::ChangeBatchItem::RENAME) {
+          SetStatus(out->mutable_status(), OkStatus());
+          continue;
+        }
         Result<Inode> made = svc_->GetAttr(InodeId(item.new_ino()));
         Result<uint64_t> version = uint64_t{0};
         if (made.ok() && item.open_for_write()) {
@@ -757,10 +762,18 @@ class ServiceImpl final : public pb::MetaService::Service {
       SetStatus(resp->mutable_status(), OkStatus());
       return grpc::Status::OK;
     }
-    std::vector<BatchCreate> items;
+    std::vector<BatchChange> items;
     items.reserve(req->items_size());
-    for (const pb::CreateBatchItem& item : req->items()) {
-      BatchCreate b;
+    for (const pb::ChangeBatchItem& item : req->items()) {
+      BatchChange b;
+      switch (item.kind()) {
+        case pb::ChangeBatchItem::MKDIR: b.kind = BatchChange::Kind::kMkdir; break;
+        case pb::ChangeBatchItem::UNLINK: b.kind = BatchChange::Kind::kUnlink; break;
+        case pb::ChangeBatchItem::RENAME: b.kind = BatchChange::Kind::kRename; break;
+        default: b.kind = BatchChange::Kind::kCreate; break;
+      }
+      b.new_parent = InodeId(item.new_parent());
+      b.new_name = item.new_name();
       b.parent = InodeId(item.parent());
       b.name = item.name();
       b.mode = item.mode();
@@ -770,11 +783,11 @@ class ServiceImpl final : public pb::MetaService::Service {
       b.open_for_write = item.open_for_write();
       items.push_back(std::move(b));
     }
-    auto r = svc_->CreateBatch(session, items, req->sync());
+    auto r = svc_->ChangeBatch(session, items, req->sync());
     SetStatus(resp->mutable_status(), r.status());
     if (r.ok()) {
       for (const Result<OpenResult>& one : *r) {
-        pb::CreateBatchResult* out = resp->add_results();
+        pb::ChangeBatchResult* out = resp->add_results();
         SetStatus(out->mutable_status(), one.status());
         if (one.ok()) {
           ToPb(one->attr, out->mutable_attr());
@@ -1302,7 +1315,7 @@ class WireDispatch {
     Add(M::kReturnLease, "ReturnLease", &ServiceImpl::ReturnLease);
     Add(M::kWaitRecall, "WaitRecall", &ServiceImpl::WaitRecallOnWire);
     Add(M::kAcquireDirLease, "AcquireDirLease", &ServiceImpl::AcquireDirLease);
-    Add(M::kCreateBatch, "CreateBatch", &ServiceImpl::CreateBatch);
+    Add(M::kChangeBatch, "ChangeBatch", &ServiceImpl::ChangeBatch);
   }
 
   // Serves one connection: call frames until the peer closes or a header fails to decode.
