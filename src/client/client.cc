@@ -139,11 +139,11 @@ Status Client::Impl::Start() {
   return OkStatus();
 }
 
-void Client::Impl::QueueRelease(InodeId inode, bool was_write) {
+void Client::Impl::QueueRelease(InodeId inode, bool was_write, bool committed) {
   bool wake;
   {
     std::lock_guard lock(release_mu_);
-    release_queue_.push_back({inode, was_write});
+    release_queue_.push_back({inode, was_write, committed});
     // Wake the releaser for the first item (it then lingers) and for a full batch; not for
     // each item in between, which would cost a wake-up per close.
     wake = release_queue_.size() == 1 || release_queue_.size() == kReleaseBatchItems;

@@ -344,7 +344,8 @@ class Client::Impl {
   bool release_stop_ = false;
   std::thread releaser_;
   void ReleaseLoop();
-  void QueueRelease(InodeId inode, bool was_write);
+  // `committed`: a writer whose last commit succeeded (MetaClient::ReleaseItem).
+  void QueueRelease(InodeId inode, bool was_write, bool committed = false);
 
   // Write-lease recall (leases.cc; docs/design.md "Write-lease recall"). One thread asks the
   // metadata server which leases to give back (WaitRecall, a long poll on the metadata wire), and

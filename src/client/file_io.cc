@@ -178,7 +178,7 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
   // The kernel may hold this handle's size a while longer; the next handle may start shorter.
   registry_->replaced.Note(inode, f->View(), options_.replaced_view_keep);
   f.reset();  // after the commit, before the release: no one uses this handle's state any more
-  if (!untold) QueueRelease(inode, was_write);
+  if (!untold) QueueRelease(inode, was_write, was_write && result.ok());
   return result;
 }
 

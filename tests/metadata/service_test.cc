@@ -1957,6 +1957,67 @@ TEST_F(DirLeaseTest, ASilentHolderLosesTheLeaseAfterTheBoundAndItsLaterCreatesTh
   CheckInvariants();
 }
 
+TEST_F(DirLeaseTest, ABatchMakesDirectoriesUnlinksAndRenamesInOrder) {
+  using Kind = BatchChange::Kind;
+  auto a = svc_->OpenSession("a", true);
+  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
+  ASSERT_TRUE(d.ok());
+  Inode old = File(d->ino, "old");  // made before the lease, by a plain Create
+  auto g = svc_->AcquireDirLease(d->ino, a->session, 16, Root());
+  ASSERT_TRUE(g.ok() && g->granted);
+  auto change = [&](Kind kind, InodeId parent, const std::string& name, uint64_t ino = 0,
+                    InodeId new_parent = InodeId(), const std::string& new_name = "") {
+    BatchChange b = Item(parent, name, ino);
+    b.kind = kind;
+    b.mode = kind == Kind::kMkdir ? 0750 : b.mode;
+    b.new_parent = new_parent;
+    b.new_name = new_name;
+    return b;
+  };
+  const InodeId sub(g->ino_first);
+  std::vector<BatchChange> items = {
+      change(Kind::kMkdir, d->ino, "sub", sub.value()),
+      change(Kind::kCreate, sub, "f", g->ino_first + 1),            // inside the new directory
+      change(Kind::kCreate, d->ino, "tmp", g->ino_first + 2),
+      change(Kind::kRename, d->ino, "tmp", 0, sub, "g"),            // across, made this batch
+      change(Kind::kRename, sub, "f", 0, d->ino, "old"),            // over a file made before
+      change(Kind::kUnlink, sub, "g"),
+      change(Kind::kUnlink, d->ino, "missing"),                     // fails alone
+      change(Kind::kRename, d->ino, "sub", 0, d->ino, "sub2"),      // a directory, by name
+      change(Kind::kCreate, InodeId(sub.value()), "h", g->ino_first + 3),
+  };
+  auto r = svc_->ChangeBatch(a->session, items, false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i == 6) continue;
+    EXPECT_TRUE((*r)[i].ok()) << i << ": " << (*r)[i].status().ToString();
+  }
+  EXPECT_EQ((*r)[6].status().code(), Code::kNotFound);
+  EXPECT_EQ((*r)[0]->attr.mode, S_IFDIR | 0750u);
+  auto now_old = svc_->Lookup(d->ino, "old", Root());
+  ASSERT_TRUE(now_old.ok());
+  EXPECT_EQ(now_old->ino.value(), g->ino_first + 1);  // f moved over it
+  EXPECT_EQ(svc_->GetAttr(old.ino).status().code(), Code::kNotFound);  // replaced and gone
+  auto sub2 = svc_->Lookup(d->ino, "sub2", Root());
+  ASSERT_TRUE(sub2.ok());
+  EXPECT_EQ(sub2->ino, sub);
+  EXPECT_EQ(sub2->nlink, 2u);
+  EXPECT_EQ(sub2->entry_count, 1u);  // h; f and g left
+  EXPECT_TRUE(svc_->Lookup(sub, "h", Root()).ok());
+  EXPECT_EQ(svc_->Lookup(sub, "g", Root()).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->DirLeaseHolder(sub), a->session.value());  // made under the lease: a's too
+  auto dir = svc_->GetAttr(d->ino);
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->nlink, 3u);
+  // g was unlinked while a had it open (its create opened it): an orphan until the release.
+  auto g_orphan = svc_->GetAttr(InodeId(g->ino_first + 2));
+  ASSERT_TRUE(g_orphan.ok());
+  EXPECT_EQ(g_orphan->nlink, 0u);
+  ASSERT_TRUE(svc_->Release(InodeId(g->ino_first + 2), a->session, true).ok());
+  EXPECT_EQ(svc_->GetAttr(InodeId(g->ino_first + 2)).status().code(), Code::kNotFound);
+  CheckInvariants();
+}
+
 TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
   UseRocksStore("dirlease");
   AddServers(6);

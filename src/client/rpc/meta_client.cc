@@ -587,7 +587,7 @@ class GrpcMetaClient final : public MetaClient {
     // As Release's Touching: each write close, before the call and after its reply.
     auto touch_writes = [&] {
       for (const ReleaseItem& item : items) {
-        if (item.was_write) names_.Touched(item.inode);
+        if (item.was_write && !item.committed) names_.Touched(item.inode);
       }
     };
     touch_writes();

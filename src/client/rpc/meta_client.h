@@ -115,6 +115,9 @@ class MetaClient {
   struct ReleaseItem {
     InodeId inode;
     bool was_write = false;
+    // A writer whose last commit succeeded: its release changes none of the inode's attributes
+    // (what this client keeps of them stays).
+    bool committed = false;
   };
   virtual Result<std::vector<Status>> ReleaseBatch(SessionId session,
                                                    std::span<const ReleaseItem> items) {
