@@ -31,6 +31,7 @@ Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId se
   AQ_RETURN_IF_ERROR(CheckAccess(*d, caller, W_OK | X_OK));
   DirLeaseGrant out;
   out.dir = *d;
+  out.generation = generation_;
   auto layout = NewFileLayout(*d, InodeId(0));
   if (!layout.ok()) return layout.status();
   out.file_layout = *layout;
@@ -188,7 +189,9 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
       }
       Inode n;
       n.ino = it.ino;
-      n.generation = generation_;
+      // The generation the client was told with the number (and told its kernel): after a
+      // restart this run's differs, and the kernel would take the inode for another one.
+      n.generation = it.generation != 0 ? it.generation : generation_;
       n.mode = (dir ? S_IFDIR : S_IFREG) | (it.mode & 07777);
       n.uid = it.caller.uid;
       n.gid = it.caller.gid;

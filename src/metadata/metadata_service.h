@@ -116,6 +116,7 @@ struct BatchChange {
   bool open_for_write = false;  // kCreate: opened for write by the session (takes the lease)
   InodeId new_parent;           // kRename
   std::string new_name;         // kRename
+  uint64_t generation = 0;      // kCreate, kMkdir: DirLeaseGrant::generation (0: this run's)
 };
 
 struct DirLeaseGrant {
@@ -124,6 +125,7 @@ struct DirLeaseGrant {
   uint32_t ino_count = 0;
   Inode dir;
   FileLayout file_layout;  // what a file created in `dir` gets, pg_start 0
+  uint64_t generation = 0;  // the reserved numbers' inodes get this generation
 };
 
 struct CommitArgs {

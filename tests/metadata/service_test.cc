@@ -2031,13 +2031,19 @@ TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
   EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
   Inode other = File(kRootInode, "other");
   EXPECT_GE(other.ino.value(), g->ino_first + 8);
-  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "after-restart", g->ino_first)}, true);
+  BatchChange late = Item(d->ino, "after-restart", g->ino_first);
+  late.generation = g->generation;  // as the client told its kernel
+  auto r = svc_->ChangeBatch(a->session, {late}, true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE((*r)[0].ok()) << (*r)[0].status().ToString();
   ReopenRocksStore();
   auto f = svc_->Lookup(d->ino, "after-restart", Root());
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->ino.value(), g->ino_first);
+  // The generation the number was reserved in, not this run's: the client's kernel has the
+  // inode with it (another generation makes the kernel fail the open files of the old inode).
+  EXPECT_EQ(f->generation, g->generation);
+  EXPECT_NE(other.generation, g->generation);
   CheckInvariants();
 }
 

@@ -276,7 +276,17 @@ class GrpcMetaClient final : public MetaClient {
   };
 
   Result<Attributes> GetAttr(InodeId inode) override {
-    if (std::optional<Attributes> held = HeldDirAttr(inode)) return *held;
+    std::optional<uint64_t> held_changes;
+    if (std::optional<Attributes> held = HeldDirAttr(inode, &held_changes)) return *held;
+    if (held_changes) {
+      // A held directory this client changed through the server: ask (the batch goes first).
+      pb::GetAttrRequest req;
+      req.set_ino(inode.value());
+      req.set_session(cache_session_.load(std::memory_order_relaxed));
+      Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::GetAttr, req, Retry::kYes);
+      if (attr.ok()) HeldDirAnswered(inode, *held_changes, *attr);
+      return attr;
+    }
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
       if (std::optional<Attributes> kept = names_.CachedAttr(inode)) {
@@ -890,10 +900,15 @@ class GrpcMetaClient final : public MetaClient {
     {
       std::lock_guard lock(dl_mu_);
       auto held = held_dirs_.find(parent.value());
-      if (held == held_dirs_.end() || ino_next_ >= ino_end_) return std::nullopt;
+      // Unknown attributes (this client changed the directory through the server) may hold an
+      // old mode: the setgid rule needs the current one.
+      if (held == held_dirs_.end() || !held->second.known || ino_next_ >= ino_end_) {
+        return std::nullopt;
+      }
       const uint64_t ino = ino_next_++;
       const Attributes& dir = held->second.attr;
       attr.inode = InodeId(ino);
+      attr.generation = ino_generation_;
       attr.mode = S_IFREG | (mode & 07777);
       attr.nlink = 1;
       attr.uid = c.uid;
@@ -902,11 +917,12 @@ class GrpcMetaClient final : public MetaClient {
       attr.layout = held->second.file_layout;
       if (attr.layout.pg_count > 0) attr.layout.pg_start = static_cast<uint32_t>(ino % attr.layout.pg_count);
       attr.stripes = std::make_shared<const StripeMap>();
-      Bump(held->second.attr, now);
+      Touch(held->second, now);
       item.set_parent(parent.value());
       item.set_name(std::string(name));
       item.set_mode(attr.mode);
       item.set_new_ino(ino);
+      item.set_generation(ino_generation_);
       ToPb(c, item.mutable_caller());
       ToPb(now, item.mutable_time());
       item.set_open_for_write(open_for_write);
@@ -945,9 +961,12 @@ class GrpcMetaClient final : public MetaClient {
     pending_count_.fetch_add(1);
     if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
   }
-  static void Bump(Attributes& dir, Timestamp now) {
-    dir.mtime = std::max(dir.mtime, now);
-    dir.ctime = std::max(dir.ctime, now);
+  // A local change in held directory `dir` (dl_mu_ held): its times move to `now`.
+  template <class Held>  // HeldDir (declared below)
+  static void Touch(Held& dir, Timestamp now) {
+    dir.changes++;
+    dir.attr.mtime = std::max(dir.attr.mtime, now);
+    dir.attr.ctime = std::max(dir.attr.ctime, now);
   }
 
   // mkdir under the exclusive lease of `parent`: the new directory is this client's too (the
@@ -963,11 +982,14 @@ class GrpcMetaClient final : public MetaClient {
     {
       std::lock_guard lock(dl_mu_);
       auto held = held_dirs_.find(parent.value());
-      if (held == held_dirs_.end() || ino_next_ >= ino_end_) return std::nullopt;
+      if (held == held_dirs_.end() || !held->second.known || ino_next_ >= ino_end_) {
+        return std::nullopt;
+      }
       if (held->second.attr.nlink >= 65000) return std::nullopt;  // the server's kMaxLinks
       const uint64_t ino = ino_next_++;
       Attributes& dir = held->second.attr;
       attr.inode = InodeId(ino);
+      attr.generation = ino_generation_;
       attr.mode = S_IFDIR | (mode & 07777);
       attr.nlink = 2;
       attr.uid = c.uid;
@@ -979,7 +1001,7 @@ class GrpcMetaClient final : public MetaClient {
       attr.size_bytes = 4096;
       attr.atime = attr.mtime = attr.ctime = now;
       dir.nlink++;
-      Bump(dir, now);
+      Touch(held->second, now);
       HeldDir& made = held_dirs_[ino];
       made.attr = attr;
       made.file_layout = held_dirs_.at(parent.value()).file_layout;
@@ -989,6 +1011,7 @@ class GrpcMetaClient final : public MetaClient {
       item.set_name(std::string(name));
       item.set_mode(attr.mode);
       item.set_new_ino(ino);
+      item.set_generation(ino_generation_);
       ToPb(c, item.mutable_caller());
       ToPb(now, item.mutable_time());
       QueueChangeLocked(std::move(item));
@@ -1019,7 +1042,7 @@ class GrpcMetaClient final : public MetaClient {
       std::lock_guard lock(dl_mu_);
       auto held = held_dirs_.find(parent.value());
       if (held == held_dirs_.end()) return false;
-      Bump(held->second.attr, now);
+      Touch(held->second, now);
       pb::ChangeBatchItem item;
       item.set_kind(pb::ChangeBatchItem::UNLINK);
       item.set_parent(parent.value());
@@ -1062,8 +1085,8 @@ class GrpcMetaClient final : public MetaClient {
       auto from = held_dirs_.find(parent.value());
       auto to = held_dirs_.find(new_parent.value());
       if (from == held_dirs_.end() || to == held_dirs_.end()) return false;
-      Bump(from->second.attr, now);
-      Bump(to->second.attr, now);
+      Touch(from->second, now);
+      if (to != from) Touch(to->second, now);
       pb::ChangeBatchItem item;
       item.set_kind(pb::ChangeBatchItem::RENAME);
       item.set_parent(parent.value());
@@ -1566,9 +1589,13 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   void RememberDirs(const google::protobuf::RepeatedPtrField<pb::Attr>& attrs) {
-    for (const pb::Attr& a : attrs) RememberDir(FromPb(a));
+    for (const pb::Attr& a : attrs) {
+      HeldDirUnknown(InodeId(a.ino()));  // a change this client sent changed it
+      RememberDir(FromPb(a));
+    }
   }
   void ForgetDir(InodeId inode) {
+    HeldDirUnknown(inode);
     if (attr_cache_ttl_.count() <= 0) return;
     std::lock_guard lock(dir_mu_);
     dirs_.erase(inode.value());
@@ -1751,9 +1778,16 @@ class GrpcMetaClient final : public MetaClient {
   static constexpr size_t kMaxKeptCreateResults = 1 << 16;
   static constexpr std::chrono::milliseconds kFlushLinger{2};
   static constexpr std::chrono::seconds kDirLeaseRetry{1};
+  // A held directory's attributes are this client's to answer GetAttr with while `known`: the
+  // server's (from the grant, or a GetAttr answered with no local change of it in between)
+  // plus the local changes since. A change of it this client sent to the server (a chmod, a
+  // directory renamed in or out, anything whose reply carries its attributes) makes them
+  // unknown until the next GetAttr, which sends the batch first.
   struct HeldDir {
     Attributes attr;
     Layout file_layout;
+    bool known = true;
+    uint64_t changes = 0;  // local changes of it so far
   };
   std::atomic<bool> dir_leases_on_{false};
   std::mutex flush_mu_;
@@ -1766,6 +1800,7 @@ class GrpcMetaClient final : public MetaClient {
   std::unordered_map<uint64_t, int> asking_;  // AcquireDirLease calls in flight, by directory
   uint64_t dir_gen_ = 0;                       // give-backs so far
   uint64_t ino_next_ = 0, ino_end_ = 0;
+  uint64_t ino_generation_ = 0;  // the generation inodes of the reserved numbers get
   uint64_t reserved_session_ = 0;  // the session the numbers were reserved for
   std::vector<pb::ChangeBatchItem> pending_;
   std::atomic<size_t> pending_count_{0};  // created locally and not answered yet
@@ -1802,7 +1837,13 @@ class GrpcMetaClient final : public MetaClient {
     pb::DirLeaseRequest req;
     req.set_ino(dir.value());
     req.set_session(session);
-    req.set_want_inodes(kInodesPerReservation);
+    // Numbers only when few are left (a refused lease is asked again, at most once a second).
+    {
+      std::lock_guard lock(dl_mu_);
+      if (ino_end_ - ino_next_ < kInodesPerReservation / 8) {
+        req.set_want_inodes(kInodesPerReservation);
+      }
+    }
     ToPb(c, req.mutable_caller());
     pb::DirLeaseResponse resp;
     Status s =
@@ -1825,6 +1866,7 @@ class GrpcMetaClient final : public MetaClient {
     if (resp.ino_count() > 0) {
       ino_next_ = resp.ino_first();
       ino_end_ = resp.ino_first() + resp.ino_count();
+      ino_generation_ = resp.generation();
     }
     if (!resp.granted()) {
       if (refused_dirs_.size() > 4096) refused_dirs_.clear();
@@ -1841,14 +1883,34 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   // The attributes of a directory this client holds the lease on, as its creates left them.
-  std::optional<Attributes> HeldDirAttr(InodeId dir) {
-    if (pending_count_.load() == 0 && held_dirs_empty_hint()) return std::nullopt;
+  // Sets *changes to the held directory's local change count when its attributes are unknown
+  // (the caller asks the server and passes the count to HeldDirAnswered).
+  std::optional<Attributes> HeldDirAttr(InodeId dir, std::optional<uint64_t>* changes) {
+    if (!dir_leases_on_.load()) return std::nullopt;
     std::lock_guard lock(dl_mu_);
     auto it = held_dirs_.find(dir.value());
     if (it == held_dirs_.end()) return std::nullopt;
+    if (!it->second.known) {
+      *changes = it->second.changes;
+      return std::nullopt;
+    }
     return it->second.attr;
   }
-  bool held_dirs_empty_hint() { return !dir_leases_on_.load(); }
+  // The server answered a GetAttr of held directory `dir`, asked when it had `changes` local
+  // changes: its attributes are known again if it had no local change since.
+  void HeldDirAnswered(InodeId dir, uint64_t changes, const Attributes& attr) {
+    std::lock_guard lock(dl_mu_);
+    auto it = held_dirs_.find(dir.value());
+    if (it == held_dirs_.end() || it->second.changes != changes) return;
+    it->second.attr = attr;
+    it->second.known = true;
+  }
+  void HeldDirUnknown(InodeId dir) {
+    if (!dir_leases_on_.load()) return;
+    std::lock_guard lock(dl_mu_);
+    auto it = held_dirs_.find(dir.value());
+    if (it != held_dirs_.end()) it->second.known = false;
+  }
 
   // Sends the creates kFlushLinger after the first one not sent yet.
   void FlushLoop() {

@@ -722,6 +722,7 @@ class ServiceImpl final : public pb::MetaService::Service {
       resp->set_ino_count(r->ino_count);
       ToPb(r->dir, resp->mutable_dir_attr());
       ToPb(r->file_layout, resp->mutable_file_layout());
+      resp->set_generation(r->generation);
     }
     return grpc::Status::OK;
   }
@@ -772,6 +773,7 @@ class ServiceImpl final : public pb::MetaService::Service {
         case pb::ChangeBatchItem::RENAME: b.kind = BatchChange::Kind::kRename; break;
         default: b.kind = BatchChange::Kind::kCreate; break;
       }
+      b.generation = item.generation();
       b.new_parent = InodeId(item.new_parent());
       b.new_name = item.new_name();
       b.parent = InodeId(item.parent());
