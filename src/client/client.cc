@@ -123,7 +123,7 @@ Status Client::Impl::Start() {
     meta_->SetCacheSession(session->id, cache_lease_);
     if (options_.dir_leases && !client_credential_) {
       dir_leases_on_ = true;
-      meta_->EnableDirLeases();
+      meta_->EnableDirLeases(options_.on_name_recalled);
       Logger("client")->info("exclusive directory leases on: creates are sent in batches");
     }
     Logger("client")->info("cache leases on (the server recalls within {} ms)",

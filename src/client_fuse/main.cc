@@ -153,7 +153,7 @@ metrics::Collector RegisterClientMetrics(const Client* client) {
                 "creates answered in the mount under an exclusive directory lease",
                 one(c.creates_local)),
         Counter("aquifer_client_change_batches_total",
-                "ChangeBatch calls that sent the creates made under directory leases",
+                "ChangeBatch calls that sent the changes made under directory leases",
                 one(c.change_batches)),
         Counter("aquifer_client_chunk_reads_total", "chunk read RPCs sent to data servers",
                 one(c.chunk_reads)),

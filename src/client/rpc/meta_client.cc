@@ -886,7 +886,11 @@ class GrpcMetaClient final : public MetaClient {
     if (flusher_.joinable()) flusher_.join();
   }
 
-  void EnableDirLeases() override { dir_leases_on_.store(true); }
+  void EnableDirLeases(
+      std::function<void(InodeId parent, const std::string& name)> on_refused) override {
+    on_refused_ = std::move(on_refused);
+    dir_leases_on_.store(true);
+  }
 
   std::optional<OpenReply> CreateLocally(InodeId parent, std::string_view name, uint32_t mode,
                                          const Caller& c, bool open_for_write) override {
@@ -1164,7 +1168,11 @@ class GrpcMetaClient final : public MetaClient {
           }
           if (change_error_.ok()) change_error_ = one;  // for the next SyncNamespace
           failed_dirs_.push_back(InodeId(item.parent()));
-          if (item.new_parent() != 0) failed_dirs_.push_back(InodeId(item.new_parent()));
+          refused_names_.emplace_back(InodeId(item.parent()), item.name());
+          if (item.new_parent() != 0) {
+            failed_dirs_.push_back(InodeId(item.new_parent()));
+            refused_names_.emplace_back(InodeId(item.new_parent()), item.new_name());
+          }
           continue;
         }
         const pb::ChangeBatchResult& r = resp.results(static_cast<int>(i - begin));
@@ -1177,11 +1185,17 @@ class GrpcMetaClient final : public MetaClient {
     pending_count_.fetch_sub(items.size());
     // A name the server refused is not there: the lists must ask again.
     std::vector<InodeId> failed;
+    std::vector<std::pair<InodeId, std::string>> refused;
     {
       std::lock_guard lock(dl_mu_);
       failed.swap(failed_dirs_);
+      refused.swap(refused_names_);
     }
     for (InodeId dir : failed) names_.Forget(dir);
+    // The kernel here took those changes as made: it must ask again.
+    if (on_refused_) {
+      for (const auto& [parent, name] : refused) on_refused_(parent, name);
+    }
     return result;
   }
 
@@ -1808,6 +1822,8 @@ class GrpcMetaClient final : public MetaClient {
   std::unordered_map<uint64_t, Status> create_errors_;
   Status change_error_;  // the first batched change refused since the last TakeChangeError
   std::vector<InodeId> failed_dirs_;
+  std::vector<std::pair<InodeId, std::string>> refused_names_;
+  std::function<void(InodeId, const std::string&)> on_refused_;  // set before any change
   std::atomic<uint64_t> local_creates_{0}, local_changes_{0}, batches_{0};
 
   // Holds (or is granted now) the exclusive lease on `dir` with inode numbers to spare.
@@ -1921,6 +1937,7 @@ class GrpcMetaClient final : public MetaClient {
       flush_cv_.wait_for(lock, kFlushLinger, [&] { return flusher_stop_; });
       if (flusher_stop_) return;
       lock.unlock();
+      AQ_FAILPOINT("client.change_batch.before_send");
       Status s = FlushChanges(false);
       (void)s;  // kept per inode
       lock.lock();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -188,7 +189,13 @@ class MetaClient {
   // Exclusive directory leases (docs/design.md "Exclusive directory leases"). Defaults (fakes):
   // nothing is created locally.
   // EnableDirLeases: from now on CreateLocally may answer (needs a cache session).
-  virtual void EnableDirLeases() {}
+  // `on_refused(parent, name)` is called for each name a batched change the server refused had
+  // made or removed here (the caller drops it from its kernel's cache); from any thread, no lock
+  // held.
+  virtual void EnableDirLeases(
+      std::function<void(InodeId parent, const std::string& name)> on_refused = {}) {
+    (void)on_refused;
+  }
   // Creates regular file `name` in `parent` without a round trip when this client holds the
   // exclusive lease on `parent` (asked for here, one round trip, the first time) and knows the
   // name is free under its cache lease; the create goes to the server later, in order, in a
