@@ -16,6 +16,9 @@
 #             lease cost no round trip either): at most 12 such calls reach aquifer-meta, and
 #             the tree on B equals a local copy made the same way (names, modes, sizes,
 #             sha256);
+#   reopen    a file made under the lease and open again on A keeps working after B wrote it
+#             and A listed it from the server; a held directory's nlink and mode on A follow a
+#             directory renamed out of it and a chmod at once;
 #   broken    a holder stopped (SIGSTOP) with creates it had not sent loses the lease (its
 #             session's expiry or --cache-lease-ms): the other mount sees none of them, and the holder's fsyncdir
 #             fails and its kernel drops them once it runs again;
@@ -155,6 +158,40 @@ describe "$A/tree" >"$AQ_SCRATCH/tree.a"
 diff "$AQ_SCRATCH/tree.local" "$AQ_SCRATCH/tree.b" >&2 || aq_fail "tree: B's view differs from a local copy"
 diff "$AQ_SCRATCH/tree.local" "$AQ_SCRATCH/tree.a" >&2 || aq_fail "tree: A's view differs from a local copy"
 aq_log "tree: $(wc -l <"$AQ_SCRATCH/tree.b") lines of names, modes, sizes and sha256 equal on A, B and a local copy"
+
+# ---- reopen: a file made under the lease, open again on A while B writes it and A lists its
+# directory from the server, keeps working (the kernel failed every call on such an open file
+# with EIO when the server's generation of the inode differed from the one A made it with).
+mkdir "$A/ro"
+timeout "$T" /usr/bin/python3 - "$A/ro" "$B/ro" <<'PY' || aq_fail "reopen: an open file made under the lease failed"
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+fd = os.open(f"{a}/f", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"hello")
+os.close(fd)
+fd = os.open(f"{a}/f", os.O_RDWR)  # as SQLite: its database opened again
+open(f"{b}/other", "w").close()     # B's create recalls the directory
+bfd = os.open(f"{b}/f", os.O_RDWR)  # B's write open recalls A's write lease
+os.pwrite(bfd, b"B", 0)
+os.close(bfd)
+os.listdir(a)
+os.stat(f"{a}/f")                   # A's kernel gets f's attributes from the server
+os.pwrite(fd, b"A", 1)
+os.fstat(fd)
+os.close(fd)
+PY
+[ "$(cat "$B/ro/f")" = "BAllo" ] || aq_fail "reopen: B reads '$(cat "$B/ro/f")', wanted BAllo"
+# A held directory's nlink and mode after changes A sent to the server (a directory renamed out,
+# a chmod): what stat shows on A at once, not the copy taken at the grant.
+mkdir "$A/da" "$A/db"
+: >"$A/da/f1"         # local: A holds da
+mkdir "$A/da/s1"      # local too
+mv "$A/da/s1" "$A/db/s1"  # a directory rename goes to the server
+[ "$(stat -c %h "$A/da")" = 2 ] || aq_fail "held dir: A's nlink of da after moving s1 out: $(stat -c %h "$A/da")"
+chmod 700 "$A/da"
+: >"$A/da/f2"
+[ "$(stat -c %a "$A/da")" = 700 ] || aq_fail "held dir: A's mode of da after chmod 700: $(stat -c %a "$A/da")"
+aq_log "reopen: an open file made under the lease survives B's write and A's listing; held directory attributes follow A's own server changes"
 
 # ---- broken: a holder that stops answering loses the lease when its session expires or after
 # --cache-lease-ms, whichever is first, and the changes it had not sent are refused, not applied behind the other host's back: mount C (its
