@@ -139,6 +139,18 @@ TEST(MountOptionsTest, LazyOpensAreOnByDefaultAndTakeOnlyZeroOrOne) {
   }
 }
 
+TEST(MountOptionsTest, DirLeasesAreOffByDefaultAndTakeOnlyZeroOrOne) {
+  EXPECT_FALSE(Parse({"h:1", "/m"})->dir_leases);
+  Result<MountOptions> o = Parse({"h:1", "/m", "-o", "dir_leases=1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->dir_leases);
+  EXPECT_TRUE(o->cache_leases);
+  EXPECT_TRUE(o->fuse_options.empty());
+  for (const char* bad : {"dir_leases=2", "dir_leases=", "dir_leases=on"}) {
+    EXPECT_EQ(Parse({"h:1", "/m", "-o", bad}).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(MountOptionsTest, TransportIsAutoByDefaultAndTakesOnlyAutoUringOrDev) {
   EXPECT_EQ(Parse({"h:1", "/m"})->transport, FuseTransport::kAuto);
   EXPECT_EQ(Parse({"h:1", "/m", "-o", "transport=uring"})->transport, FuseTransport::kUring);
