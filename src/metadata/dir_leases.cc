@@ -153,6 +153,8 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchChange& it = items[i];
     auto one = [&]() -> Result<OpenResult> {
+      if (it.kind == Kind::kUnknown) return InvalidArgument("batched change: unknown kind");
+      if (it.time.nsec > 999999999) return InvalidArgument("batched change: time nsec past 999,999,999");
       AQ_RETURN_IF_ERROR(ValidateName(it.name));
       AQ_RETURN_IF_ERROR(CheckBatchDir(s, it.parent));
       if (it.kind == Kind::kUnlink) {

@@ -105,7 +105,7 @@ struct OpenResult {
 // directory leases"), applied later in a ChangeBatch. `time` is the client's clock at the change
 // (a new inode's times; ctime and the parents' mtime otherwise).
 struct BatchChange {
-  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename };
+  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename, kUnknown };
   Kind kind = Kind::kCreate;
   InodeId parent;
   std::string name;

@@ -1866,6 +1866,10 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
   items.push_back(Item(d->ino, "x", g->ino_first + 2));          // the number is taken
   items.push_back(Item(d->ino, "y", gb->ino_first));             // b's number, not a's
   items.push_back(Item(d->ino, "bad/name", g->ino_first + 11));  // not a name
+  items.push_back(Item(d->ino, "badtime", g->ino_first + 12));
+  items.back().time.nsec = 1000000000;                           // not a time
+  items.push_back(Item(d->ino, "badkind", g->ino_first + 13));
+  items.back().kind = BatchChange::Kind::kUnknown;               // a kind from a newer client
   const auto before = svc_->GetAttr(d->ino);
   auto r = svc_->ChangeBatch(a->session, items, false);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -1882,6 +1886,8 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
   EXPECT_EQ((*r)[11].status().code(), Code::kAlreadyExists);
   EXPECT_EQ((*r)[12].status().code(), Code::kInvalidArgument);
   EXPECT_EQ((*r)[13].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[14].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[15].status().code(), Code::kInvalidArgument);
   auto f3 = svc_->Lookup(d->ino, "f3", Root());
   ASSERT_TRUE(f3.ok());
   EXPECT_EQ(f3->ino.value(), g->ino_first + 3);

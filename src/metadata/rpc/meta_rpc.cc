@@ -771,7 +771,8 @@ class ServiceImpl final : public pb::MetaService::Service {
         case pb::ChangeBatchItem::MKDIR: b.kind = BatchChange::Kind::kMkdir; break;
         case pb::ChangeBatchItem::UNLINK: b.kind = BatchChange::Kind::kUnlink; break;
         case pb::ChangeBatchItem::RENAME: b.kind = BatchChange::Kind::kRename; break;
-        default: b.kind = BatchChange::Kind::kCreate; break;
+        case pb::ChangeBatchItem::CREATE: b.kind = BatchChange::Kind::kCreate; break;
+        default: b.kind = BatchChange::Kind::kUnknown; break;  // the item is refused
       }
       b.generation = item.generation();
       b.new_parent = InodeId(item.new_parent());
