@@ -1119,7 +1119,7 @@ class GrpcMetaClient final : public MetaClient {
   }
 
   Status FlushChanges(bool sync) override {
-    std::lock_guard flushing(flush_mu_);
+    std::unique_lock flushing(flush_mu_);
     std::vector<pb::ChangeBatchItem> items;
     {
       std::lock_guard lock(dl_mu_);
@@ -1192,6 +1192,7 @@ class GrpcMetaClient final : public MetaClient {
       refused.swap(refused_names_);
     }
     for (InodeId dir : failed) names_.Forget(dir);
+    flushing.unlock();  // the kernel call below may wait for a directory a caller here holds
     // The kernel here took those changes as made: it must ask again.
     if (on_refused_) {
       for (const auto& [parent, name] : refused) on_refused_(parent, name);
