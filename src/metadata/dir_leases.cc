@@ -144,6 +144,13 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
     if (used.count(ino) || txn.inodes.count(ino)) {
       return AlreadyExists("batched change: inode " + std::to_string(ino) + " is taken");
     }
+    {
+      std::lock_guard dl(dl_mu_);
+      if (ino <= dir_sessions_[s].last_used) {
+        return InvalidArgument("batched change: inode " + std::to_string(ino) +
+                               " was used before (numbers are taken in order)");
+      }
+    }
     auto existing = LoadInode(it.ino);
     if (existing.ok()) {
       return AlreadyExists("batched change: inode " + std::to_string(ino) + " is taken");
@@ -241,6 +248,11 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
     out.push_back(one());
   }
   AQ_RETURN_IF_ERROR(Apply(txn, sync));
+  if (!made.empty()) {
+    std::lock_guard dl(dl_mu_);
+    uint64_t& last = dir_sessions_[s].last_used;
+    for (const auto& [i, ino] : made) last = std::max(last, ino);
+  }
   for (const auto& [i, ino] : made) {
     auto n = txn.inodes.find(ino);
     if (n != txn.inodes.end() && out[i].ok()) out[i]->attr = n->second;

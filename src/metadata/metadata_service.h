@@ -875,6 +875,10 @@ class MetadataService {
   struct SessionDirState {
     std::deque<std::pair<uint64_t, uint64_t>> reserved;
     std::set<uint64_t> broken;
+    // The largest reserved number a batched create or mkdir of this run took: the client takes
+    // them in order, so a number at or below it is one used before (its inode may be gone, and
+    // a number must never name two inodes: GC of the first would take the second's chunks).
+    uint64_t last_used = 0;
   };
   std::unordered_map<uint64_t, SessionDirState> dir_sessions_;
   // Drops every exclusive directory lease and reservation of the ended sessions (dl_mu_ free).

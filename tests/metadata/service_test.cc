@@ -1894,6 +1894,20 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
   auto after = svc_->GetAttr(d->ino);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->entry_count, before->entry_count + 10);
+  // A number used once never names another inode, even after its inode is gone.
+  ASSERT_TRUE(svc_->Release(InodeId(g->ino_first + 9), a->session, true).ok());
+  BatchChange gone = Item(d->ino, "f9", 0);
+  gone.kind = BatchChange::Kind::kUnlink;
+  auto r1 = svc_->ChangeBatch(a->session, {gone}, false);
+  ASSERT_TRUE(r1.ok() && (*r1)[0].ok());
+  EXPECT_EQ(svc_->GetAttr(InodeId(g->ino_first + 9)).status().code(), Code::kNotFound);
+  auto r2 = svc_->ChangeBatch(a->session, {Item(d->ino, "again", g->ino_first + 9),
+                                           Item(d->ino, "older", g->ino_first + 7)},
+                              false);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ((*r2)[0].status().code(), Code::kInvalidArgument);  // its inode is gone: still used
+  EXPECT_EQ((*r2)[1].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(svc_->Lookup(d->ino, "again", Root()).status().code(), Code::kNotFound);
   // Each file is open for write by a, with the lease: its release frees it as any open's.
   ASSERT_TRUE(svc_->Release(InodeId(g->ino_first), a->session, true).ok());
   CheckInvariants();
