@@ -22,7 +22,9 @@
 #   broken    a holder stopped (SIGSTOP) with creates it had not sent loses the lease (its
 #             session's expiry or --cache-lease-ms): the other mount sees none of them, and the holder's fsyncdir
 #             fails and its kernel drops them once it runs again;
-#   fsync     kill -9 of mount A after a burst of creates where every tenth file was fsynced:
+#   fsync     with the batch sender held back (a fail point), a file's fsync and its directory's
+#             fsync each send the batch; kill -9 of mount A after a burst of creates where every
+#             tenth file was fsynced:
 #             each fsynced file is there on B, and fsyncdir makes the rest durable;
 #   restart   kill -9 of aquifer-meta in the middle of an ingest on A (creates under the lease,
 #             reserved inode numbers outlive the restart): every file is there on B afterwards;
@@ -221,6 +223,35 @@ n=$(timeout "$T" ls "$C/brk" | wc -l)
 timeout "$T" test ! -e "$C/brk/lost3" || aq_fail "broken: C's kernel still has lost3"
 aq_log "broken: B waited $waited s for stopped C, saw none of C's 5 unsent creates; C's fsyncdir failed ($(tail -n1 "$AQ_SCRATCH/fsyncdir.err" | cut -c1-60)) and C lists none"
 aq_umount "$C"
+
+# ---- fsync sends the batch: on mount D, whose batch sender a fail point holds back, a created
+# file open with nothing else sent reaches aquifer-meta only with its fsync, and a second
+# create only with the directory's fsync (the count of ChangeBatch calls moves by one each).
+AQ_FAILPOINT=client.change_batch.before_send:delay=12000 aq_mount "$AQ_SCRATCH/d" -o "$OPTS,dir_leases=1"
+mkdir "$AQ_SCRATCH/d/fs"
+timeout "$T" /usr/bin/python3 - "$AQ_SCRATCH/d/fs" "$HTTP" <<'PY' || aq_fail "fsync: see above"
+import os, re, sys, urllib.request
+d, http = sys.argv[1], sys.argv[2]
+def batches():
+    text = urllib.request.urlopen(f"http://{http}/metrics", timeout=10).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'aquifer_meta_rpc_requests_total\{[^}]*method="ChangeBatch"[^}]*\} ([0-9.e+]+)', text))
+fd = os.open(f"{d}/one", os.O_CREAT | os.O_WRONLY, 0o644)
+before = batches()
+if batches() != before:
+    sys.exit("fsync: a batch went out with nothing asking for it")
+os.fsync(fd)
+if batches() != before + 1:
+    sys.exit(f"fsync: {batches() - before} batches went out at the file's fsync, wanted 1")
+fd2 = os.open(f"{d}/two", os.O_CREAT | os.O_WRONLY, 0o644)
+dfd = os.open(d, os.O_RDONLY)
+os.fsync(dfd)
+if batches() != before + 2:
+    sys.exit(f"fsync: {batches() - before - 1} batches went out at the directory's fsync, wanted 1")
+for x in (fd, fd2, dfd):
+    os.close(x)
+PY
+aq_log "fsync: a file's fsync and its directory's fsync each sent the batch the sender held back"
 
 # ---- fsync: kill -9 of mount A after creates; every fsynced one is there.
 mkdir "$A/k"

@@ -900,7 +900,6 @@ class GrpcMetaClient final : public MetaClient {
     if (!EnsureDirLease(parent, c)) return std::nullopt;
     Attributes attr;
     const Timestamp now = WallNow();
-    pb::ChangeBatchItem item;
     {
       std::lock_guard lock(dl_mu_);
       auto held = held_dirs_.find(parent.value());
@@ -922,17 +921,13 @@ class GrpcMetaClient final : public MetaClient {
       if (attr.layout.pg_count > 0) attr.layout.pg_start = static_cast<uint32_t>(ino % attr.layout.pg_count);
       attr.stripes = std::make_shared<const StripeMap>();
       Touch(held->second, now);
-      item.set_parent(parent.value());
-      item.set_name(std::string(name));
+      pb::ChangeBatchItem item = NewChange(pb::ChangeBatchItem::CREATE, parent, name, c, now);
       item.set_mode(attr.mode);
       item.set_new_ino(ino);
       item.set_generation(ino_generation_);
-      ToPb(c, item.mutable_caller());
-      ToPb(now, item.mutable_time());
       item.set_open_for_write(open_for_write);
       QueueChangeLocked(std::move(item));
     }
-    flush_cv_.notify_all();
     names_.Added(parent, name, &attr, &ticket);
     RememberNoXattrs(attr.inode, {}, xattr_changes_.load());
     local_creates_.fetch_add(1, std::memory_order_relaxed);
@@ -959,18 +954,23 @@ class GrpcMetaClient final : public MetaClient {
     return !name.empty() && name.size() <= kMaxNameBytes && name != "." && name != ".." &&
            name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
   }
-  // Queues `item` (dl_mu_ held) and starts the flusher.
+  // A change of `kind` to `name` in `parent` by `c` at `now`, for QueueChangeLocked.
+  static pb::ChangeBatchItem NewChange(pb::ChangeBatchItem::Kind kind, InodeId parent,
+                                       std::string_view name, const Caller& c, Timestamp now) {
+    pb::ChangeBatchItem item;
+    item.set_kind(kind);
+    item.set_parent(parent.value());
+    item.set_name(std::string(name));
+    ToPb(c, item.mutable_caller());
+    ToPb(now, item.mutable_time());
+    return item;
+  }
+  // Queues `item` (dl_mu_ held), starts the flusher and wakes it.
   void QueueChangeLocked(pb::ChangeBatchItem item) {
     pending_.push_back(std::move(item));
     pending_count_.fetch_add(1);
     if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
-  }
-  // A local change in held directory `dir` (dl_mu_ held): its times move to `now`.
-  template <class Held>  // HeldDir (declared below)
-  static void Touch(Held& dir, Timestamp now) {
-    dir.changes++;
-    dir.attr.mtime = std::max(dir.attr.mtime, now);
-    dir.attr.ctime = std::max(dir.attr.ctime, now);
+    flush_cv_.notify_all();
   }
 
   // mkdir under the exclusive lease of `parent`: the new directory is this client's too (the
@@ -1006,21 +1006,14 @@ class GrpcMetaClient final : public MetaClient {
       attr.atime = attr.mtime = attr.ctime = now;
       dir.nlink++;
       Touch(held->second, now);
-      HeldDir& made = held_dirs_[ino];
-      made.attr = attr;
-      made.file_layout = held_dirs_.at(parent.value()).file_layout;
-      pb::ChangeBatchItem item;
-      item.set_kind(pb::ChangeBatchItem::MKDIR);
-      item.set_parent(parent.value());
-      item.set_name(std::string(name));
+      const Layout file_layout = held->second.file_layout;
+      held_dirs_[ino] = HeldDir{attr, file_layout};  // may rehash: `held` is not used after
+      pb::ChangeBatchItem item = NewChange(pb::ChangeBatchItem::MKDIR, parent, name, c, now);
       item.set_mode(attr.mode);
       item.set_new_ino(ino);
       item.set_generation(ino_generation_);
-      ToPb(c, item.mutable_caller());
-      ToPb(now, item.mutable_time());
       QueueChangeLocked(std::move(item));
     }
-    flush_cv_.notify_all();
     names_.Added(parent, name);
     names_.Install(attr.inode, ticket, {});
     local_changes_.fetch_add(1, std::memory_order_relaxed);
@@ -1047,15 +1040,8 @@ class GrpcMetaClient final : public MetaClient {
       auto held = held_dirs_.find(parent.value());
       if (held == held_dirs_.end()) return false;
       Touch(held->second, now);
-      pb::ChangeBatchItem item;
-      item.set_kind(pb::ChangeBatchItem::UNLINK);
-      item.set_parent(parent.value());
-      item.set_name(std::string(name));
-      ToPb(c, item.mutable_caller());
-      ToPb(now, item.mutable_time());
-      QueueChangeLocked(std::move(item));
+      QueueChangeLocked(NewChange(pb::ChangeBatchItem::UNLINK, parent, name, c, now));
     }
-    flush_cv_.notify_all();
     names_.Removed(parent, name);
     names_.Touched(victim->inode);
     local_changes_.fetch_add(1, std::memory_order_relaxed);
@@ -1091,17 +1077,11 @@ class GrpcMetaClient final : public MetaClient {
       if (from == held_dirs_.end() || to == held_dirs_.end()) return false;
       Touch(from->second, now);
       if (to != from) Touch(to->second, now);
-      pb::ChangeBatchItem item;
-      item.set_kind(pb::ChangeBatchItem::RENAME);
-      item.set_parent(parent.value());
-      item.set_name(std::string(name));
+      pb::ChangeBatchItem item = NewChange(pb::ChangeBatchItem::RENAME, parent, name, c, now);
       item.set_new_parent(new_parent.value());
       item.set_new_name(std::string(new_name));
-      ToPb(c, item.mutable_caller());
-      ToPb(now, item.mutable_time());
       QueueChangeLocked(std::move(item));
     }
-    flush_cv_.notify_all();
     if (victim) {
       names_.Removed(new_parent, new_name);
       names_.Touched(victim->inode);
@@ -1804,6 +1784,12 @@ class GrpcMetaClient final : public MetaClient {
     bool known = true;
     uint64_t changes = 0;  // local changes of it so far
   };
+  // A local change in held directory `dir` (dl_mu_ held): its times move to `now`.
+  static void Touch(HeldDir& dir, Timestamp now) {
+    dir.changes++;
+    dir.attr.mtime = std::max(dir.attr.mtime, now);
+    dir.attr.ctime = std::max(dir.attr.ctime, now);
+  }
   std::atomic<bool> dir_leases_on_{false};
   std::mutex flush_mu_;
   std::mutex dl_mu_;
