@@ -186,12 +186,13 @@ struct ClientOptions {
   // truncates, or when the server restarts. An open and close that meet none of these cost no
   // metadata call.
   bool lazy_opens = true;
-  // Creates without a round trip (docs/design.md "Exclusive directory leases"): with cache
-  // leases on, the client asks for the exclusive lease on a directory it creates files in and,
-  // while it holds it, answers a create of a name it knows is free itself (an inode number from
-  // a batch the server reserved) and sends the creates in ordered batches: after 2 ms, before
-  // any other metadata call of this client, before an fsync, and when another host's call
-  // recalls the lease. Not on credential mounts.
+  // Namespace changes without a round trip (docs/design.md "Exclusive directory leases"): with
+  // cache leases on, the client asks for the exclusive lease on a directory it changes and,
+  // while it holds it, answers creates and mkdirs of names it knows are free (inode numbers from
+  // a range the server reserved) and unlinks and renames of one-link files it keeps attributes
+  // of itself, and sends those changes in ordered batches: 2 ms after the first, before any
+  // other metadata call of this client, at an fsync, and when another host's call recalls the
+  // lease. Not on credential mounts.
   bool dir_leases = false;
   std::function<void(InodeId)> on_attrs_recalled;
   std::function<void(InodeId parent, const std::string& name)> on_name_recalled;
@@ -362,7 +363,10 @@ class Client {
   // the metadata server before return.
   Status Fsync(OpenFile& file, bool datasync);
   // fsync of a directory, and what syncfs would ask: every namespace change this client made
-  // (creates it sent in batches included) is durable on the metadata server's disk on return.
+  // (the batched ones included) is durable on the metadata server's disk on return. Errors:
+  // kUnavailable (the metadata server did not answer within meta_wait), or the first batched
+  // change the server refused since the last call (kStale for a broken lease, kAlreadyExists,
+  // kNotFound...), reported once.
   Status SyncNamespace();
   // Allocates [offset, offset + length): mode 0 extends the size like a write of zeros.
   // Errors: kNotSupported for other modes; kFileTooLarge when the range ends past kMaxFileBytes

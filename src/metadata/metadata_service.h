@@ -434,7 +434,8 @@ class MetadataService {
   // Grants `session` the exclusive lease on directory `dir` when no other session caches it
   // (names or attributes) or holds it, and reserves `want_inodes` (at most kMaxReservedInodes)
   // inode numbers for the session's creates either way. While it holds the lease the session
-  // may create files in `dir` without asking, and sends them in ChangeBatch; any other session's
+  // may create, mkdir, unlink and rename in `dir` without asking, and sends those changes in
+  // ChangeBatch; any other session's
   // call that reads or changes `dir` first recalls the lease (BreakDirLeases) and waits until
   // the holder sent its creates and gave it back (ReturnLease(dir)), its session ended, or
   // cache_lease_ms passed (then the lease is broken: the holder's later creates there fail).
@@ -859,8 +860,8 @@ class MetadataService {
 
   // Exclusive directory leases (dir_leases.cc). dl_gate_: held shared by every call that
   // reads or changes a directory (BreakDirLeases), exclusively by a grant, so no grant lands
-  // between a call's check and its work. dl_mu_ guards the rest and is a leaf but for
-  // recall_mu_ (taken under it to queue a recall).
+  // between a call's check and its work. dl_mu_ guards the rest; it is a leaf, taken under mu_
+  // or alone (a recall is queued after it is let go).
   std::shared_mutex dl_gate_;
   std::mutex dl_mu_;
   std::condition_variable dl_cv_;  // a lease was given back, broken or its session ended
