@@ -261,7 +261,7 @@ Attributes Client::Impl::Overlay(Attributes attr) {
   for (auto it = begin; it != end; ++it) {
     OpenFile* f = it->second;
     if (f->writable) {
-      if (f->dirty.load()) attr.size_bytes = f->local_size.load();
+      if (f->dirty.load() || f->commit_queued.load()) attr.size_bytes = f->local_size.load();
     } else {
       // Close-to-open: a read handle sees what the metadata server now says.
       f->RefreshView(committed);

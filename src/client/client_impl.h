@@ -234,6 +234,9 @@ class OpenFile {
   // Created by this client under an exclusive directory lease (MetaClient::CreateLocally) and
   // not written yet: its first write takes the lease its batched create got (EnsureLease).
   bool created_locally = false;
+  // A commit is queued and its answer not taken (SettleQueuedCommit): the handle's state is
+  // still its writer state from before that commit. Read without mu by Overlay.
+  std::atomic<bool> commit_queued{false};
   uint64_t write_version = 0;      // version of chunks this writer writes until it commits
   uint64_t committed_version = 0;  // the file's committed data_version
   uint64_t size = 0;               // local size, bytes (committed + buffered writes)
@@ -448,6 +451,12 @@ class Client::Impl {
   // f.mu held. `attrs` (no size): a SetAttr by `caller` sent in the same Commit call (see
   // MetaClient::Commit); *committed then holds the inode's attributes after both. With nothing
   // buffered or uncommitted, sends nothing (and leaves *committed).
+  // f.mu held. Takes the answer of a commit of f queued in the change batch (sending the batch
+  // first when it was not answered yet) and moves f's state as a sent commit's reply does; on
+  // the commit's error, f keeps it as its sticky error and returns it.
+  Status SettleQueuedCommit(OpenFile& f, bool soon = false);
+  // f.mu held. f's state after its commit was answered with `reply`.
+  void AdoptCommitReply(OpenFile& f, const client::CommitReply& reply);
   Status Commit(OpenFile& f, bool sync, const AttrChanges* attrs = nullptr,
                 const Caller& caller = {}, std::optional<Attributes>* committed = nullptr);
   // A SetAttr of times (and mode, owner, group; never size) of `inode` while this client holds

@@ -165,7 +165,8 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
   Status result;
   if (f->writable) {
     std::lock_guard lock(f->mu);
-    result = Commit(*f, /*sync=*/false);
+    result = SettleQueuedCommit(*f, /*soon=*/true);  // the last close's, sent with its batch
+    if (result.ok()) result = Commit(*f, /*sync=*/false);
     if (f->created_locally) {
       // Never written: the lease its batched create took goes with the release.
       (void)meta_->DropCreatedLease(f->inode);
@@ -280,6 +281,7 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
   if (!f.writable) return PermissionDenied("file not open for writing");
   std::lock_guard lock(f.mu);
   if (!f.sticky_error.ok()) return f.sticky_error;
+  AQ_RETURN_IF_ERROR(SettleQueuedCommit(f));  // its reply moves the write version
   AQ_RETURN_IF_ERROR(EnsureLease(f));  // before the append offset: the lease brings the end
   if (append || (f.flags & O_APPEND)) offset = f.size;
   if (offset + data.size() < offset) return InvalidArgument("offset + size overflows");
@@ -359,6 +361,7 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
 
 Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
                             const Caller& caller, std::optional<Attributes>* committed) {
+  AQ_RETURN_IF_ERROR(SettleQueuedCommit(f));
   AQ_RETURN_IF_ERROR(FlushBuffers(f, sync));
   if (!f.dirty.load()) return OkStatus();
   // A stripe stored with fewer than unit_bytes (replicated copies) that the new size makes
@@ -390,6 +393,15 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
   if (written.size() > kMaxCommitStripeRanges) {
     return Internal("commit: " + std::to_string(written.size()) + " written stripe ranges");
   }
+  if (!sync && attrs == nullptr && committed == nullptr && missed.empty() &&
+      degraded == 0 &&
+      meta_->QueueCommit(f.inode, f.size, f.mtime, f.write_version, written)) {
+    // A file only this client knows (docs/design.md "Commits in the change batch"): its chunks
+    // are written, the commit goes with the batch, and close does not wait for it.
+    f.commit_queued.store(true);
+    f.dirty.store(false);
+    return OkStatus();
+  }
   Result<client::CommitReply> reply = WithSession([&](SessionId session) {
     return meta_->Commit(f.inode, session, f.size, f.mtime, f.write_version, sync, missed,
                          &written, degraded, attrs, caller);
@@ -398,6 +410,30 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
     io_->AddMissedServers(f.inode, missed, degraded);
     return reply.status().WithPrefix("commit");
   }
+  AdoptCommitReply(f, *reply);
+  if (committed != nullptr) *committed = reply->attr;
+  return OkStatus();
+}
+
+Status Client::Impl::SettleQueuedCommit(OpenFile& f, bool soon) {
+  if (!f.commit_queued.load()) return OkStatus();
+  std::optional<Result<client::CommitReply>> answer = meta_->TakeQueuedCommit(f.inode, soon);
+  f.commit_queued.store(false);
+  if (!answer) {
+    f.sticky_error = Internal("the queued commit of inode " + f.inode.ToString() + " is lost");
+    return f.sticky_error;
+  }
+  if (!answer->ok()) {
+    // Its bytes are not the file's: this handle's later calls fail (close, fsync).
+    f.sticky_error = answer->status().WithPrefix("commit");
+    return f.sticky_error;
+  }
+  AdoptCommitReply(f, **answer);
+  return OkStatus();
+}
+
+void Client::Impl::AdoptCommitReply(OpenFile& f, const client::CommitReply& reply_in) {
+  const client::CommitReply* reply = &reply_in;
   f.committed_version = f.write_version;
   if (reply->next_write_version > f.write_version) f.write_version = reply->next_write_version;
   f.stored_size = f.size;
@@ -420,8 +456,6 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
     Registry::Committed& c = recent[f.inode];
     if (reply->attr.data_version >= c.attr.data_version) c = Registry::Committed{reply->attr, now};
   }
-  if (committed != nullptr) *committed = reply->attr;
-  return OkStatus();
 }
 
 Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,

@@ -162,6 +162,28 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
     auto one = [&]() -> Result<OpenResult> {
       if (it.kind == Kind::kUnknown) return InvalidArgument("batched change: unknown kind");
       if (it.time.nsec > 999999999) return InvalidArgument("batched change: time nsec past 999,999,999");
+      if (it.kind == Kind::kCommit) {
+        // A commit names no directory: the write lease and the version are its checks.
+        if (it.stripes_malformed) {
+          return InvalidArgument("batched commit: written_stripes must be at most " +
+                                 std::to_string(kMaxCommitStripeRanges) + " (begin, end) pairs");
+        }
+        CommitArgs a;
+        a.ino = it.ino;
+        a.session = session;
+        a.size = it.size;
+        a.mtime = it.time;
+        a.write_version = it.write_version;
+        a.written_stripes = it.written_stripes;
+        a.records_stripes = true;
+        a.caller = it.caller;
+        CommitResult c;
+        AQ_RETURN_IF_ERROR(CommitIn(txn, a, &c));
+        OpenResult r;
+        r.attr = std::move(c.attr);
+        r.write_version = c.next_write_version;
+        return r;
+      }
       AQ_RETURN_IF_ERROR(ValidateName(it.name));
       AQ_RETURN_IF_ERROR(CheckBatchDir(s, it.parent));
       if (it.kind == Kind::kUnlink) {

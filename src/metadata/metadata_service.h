@@ -105,7 +105,7 @@ struct OpenResult {
 // directory leases"), applied later in a ChangeBatch. `time` is the client's clock at the change
 // (a new inode's times; ctime and the parents' mtime otherwise).
 struct BatchChange {
-  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename, kUnknown };
+  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename, kCommit, kUnknown };
   Kind kind = Kind::kCreate;
   InodeId parent;
   std::string name;
@@ -117,6 +117,13 @@ struct BatchChange {
   InodeId new_parent;           // kRename
   std::string new_name;         // kRename
   uint64_t generation = 0;      // kCreate, kMkdir: DirLeaseGrant::generation (0: this run's)
+  // kCommit: a Commit of `ino` by the session (its write lease's holder), without backfill
+  // servers or attribute changes; `time` is its mtime. `parent` and `name` are not used. The
+  // item's answer: the inode's attributes and the next write version, as Commit answers.
+  uint64_t size = 0;            // bytes
+  uint64_t write_version = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> written_stripes;  // as CommitArgs
+  bool stripes_malformed = false;  // the request's list was odd or too long: the item is refused
 };
 
 struct DirLeaseGrant {
@@ -447,12 +454,14 @@ class MetadataService {
                                         const Caller& caller);
   // Applies `items` in order in one store write (sync: durable on disk before returning). Each
   // gets its own answer (creates and mkdirs as Create's, with created set; unlinks and renames
-  // an empty one); the call fails as a whole only for a bad session, more than
+  // an empty one; a commit its attributes and, in write_version, the next write version); the
+  // call fails as a whole only for a bad session, more than
   // kMaxChangeBatchItems items, or a store error. An item fails as its own call would (Unlink,
   // Rename: kNotFound, kIsDirectory, kNotEmpty...), or with kInvalidArgument (a create that is
   // not a regular file; an inode number not reserved for the session), kStale (the session's
   // lease on a directory it names was broken, or another session holds it), kAlreadyExists
-  // (the name or the inode number is taken).
+  // (the name or the inode number is taken); a commit as Commit would (kStale: the write lease
+  // is another session's, or the version is older than the committed one).
   Result<std::vector<Result<OpenResult>>> ChangeBatch(SessionId session,
                                                       const std::vector<BatchChange>& items,
                                                       bool sync);
@@ -687,6 +696,10 @@ class MetadataService {
                   Timespec now);
   Status RenameIn(Txn& txn, InodeId parent, std::string_view name, InodeId new_parent,
                   std::string_view new_name, uint32_t flags, const Caller& caller, Timespec now);
+  // Commit into `txn` (as UnlinkIn): a plain Commit and a batch's COMMIT item. Sets
+  // result->attr to the inode as this change leaves it. a.sync and a.backfill_servers are the
+  // caller's (the Commit RPC acts on them after the write).
+  Status CommitIn(Txn& txn, const CommitArgs& a, CommitResult* result);
   void CachePutInode(const Inode& inode);
   void CacheEraseInode(InodeId ino);
   void CachePutDentry(InodeId parent, std::string_view name, const std::optional<Dentry>& d);

@@ -226,11 +226,9 @@ Status MetadataService::Release(InodeId ino, SessionId session, bool was_write) 
   return applied;
 }
 
-Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
-  CommitResult out;
+Status MetadataService::CommitIn(Txn& txn, const CommitArgs& a, CommitResult* result) {
+  CommitResult& out = *result;
   {
-    std::unique_lock lock(mu_);
-    Txn txn(this);
     auto nr = txn.Get(a.ino);
     if (!nr.ok()) return nr.status();
     Inode* n = *nr;
@@ -302,11 +300,21 @@ Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
     if (s != 0 && cur != nullptr && cur->lease_holder == s) {
       txn.State(a.ino.value()).lease_version = out.next_write_version;
     }
+    out.attr = *n;
+  }
+  return OkStatus();
+}
+
+Result<CommitResult> MetadataService::Commit(const CommitArgs& a) {
+  CommitResult out;
+  {
+    std::unique_lock lock(mu_);
+    Txn txn(this);
+    AQ_RETURN_IF_ERROR(CommitIn(txn, a, &out));
     AQ_RETURN_IF_ERROR(AQ_FAILPOINT_STATUS("meta.commit.before_apply"));
     AQ_RETURN_IF_ERROR(Apply(txn, false));
     AQ_FAILPOINT("meta.commit.after_apply");
-    out.attr = *n;
-    if (s != 0) TouchSession(a.session);
+    if (a.session.value() != 0) TouchSession(a.session);
   }
   // fsync: make it durable without holding the namespace lock across the disk flush.
   if (a.sync) AQ_RETURN_IF_ERROR(store_->Sync());

@@ -2067,5 +2067,75 @@ TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
   CheckInvariants();
 }
 
+// Issue 18 must 4: a file made in a batch commits in a batch too (the chunks are written; close
+// does not wait for the commit). The batch's commit is Commit's: the holder's version is
+// checked, the stripes join the map, the answer carries the next version, and one store write
+// holds the create and the commit.
+TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
+  auto a = svc_->OpenSession("a", true);
+  auto b = svc_->OpenSession("b", true);
+  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
+  ASSERT_TRUE(d.ok());
+  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
+  ASSERT_TRUE(g.ok() && g->granted);
+  auto made = svc_->ChangeBatch(a->session, {Item(d->ino, "f", g->ino_first)}, false);
+  ASSERT_TRUE(made.ok() && (*made)[0].ok());
+  const uint64_t version = (*made)[0]->write_version;
+  ASSERT_GT(version, 0u);
+  auto commit = [&](uint64_t ino, uint64_t size, uint64_t v) {
+    BatchChange c;
+    c.kind = BatchChange::Kind::kCommit;
+    c.ino = InodeId(ino);
+    c.size = size;
+    c.write_version = v;
+    c.time = Timespec{1800000001, 7};
+    c.written_stripes = {{0, 1}};
+    return c;
+  };
+  BatchChange malformed = commit(g->ino_first, 10, version);
+  malformed.stripes_malformed = true;
+  BatchChange empty_range = commit(g->ino_first, 10, version);
+  empty_range.written_stripes = {{3, 3}};
+  BatchChange unleased = Item(d->ino, "g", g->ino_first + 1);
+  unleased.open_for_write = false;  // another session takes its write lease below
+  auto r = svc_->ChangeBatch(a->session,
+                             {commit(g->ino_first, 0, version + 1000000),  // never handed out
+                              malformed, empty_range,
+                              commit(g->ino_first + 1, 10, version),  // no such inode
+                              unleased,
+                              commit(g->ino_first, 5000, version),
+                              commit(g->ino_first + 1, 0, 0)},  // version 0
+                             false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 7u);
+  EXPECT_EQ((*r)[0].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[1].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[2].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[3].status().code(), Code::kNotFound);
+  ASSERT_TRUE((*r)[4].ok()) << (*r)[4].status().ToString();
+  ASSERT_TRUE((*r)[5].ok()) << (*r)[5].status().ToString();
+  EXPECT_EQ((*r)[6].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[5]->attr.size, 5000u);
+  EXPECT_EQ((*r)[5]->attr.data_version, version);
+  EXPECT_EQ((*r)[5]->attr.mtime, (Timespec{1800000001, 7}));
+  EXPECT_GT((*r)[5]->write_version, version);  // the next version, as Commit answers
+  auto f = svc_->Lookup(d->ino, "f", Root());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->size, 5000u);
+  EXPECT_EQ(f->data_version, version);
+  ASSERT_TRUE(f->stripes.Find(0).written);  // the stripe map has the written stripe
+  // An older version than the committed one is refused as Commit refuses it; another session
+  // holding the write lease refuses the holder's commit.
+  auto old = svc_->ChangeBatch(a->session, {commit(g->ino_first, 1, version - 1)}, false);
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE((*old)[0].ok());
+  auto theirs = svc_->Open(InodeId(g->ino_first + 1), O_RDWR, b->session, Root());
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  auto stolen = svc_->ChangeBatch(a->session, {commit(g->ino_first + 1, 1, version)}, false);
+  ASSERT_TRUE(stolen.ok());
+  EXPECT_EQ((*stolen)[0].status().code(), Code::kStale);
+  CheckInvariants();
+}
+
 }  // namespace
 }  // namespace aquifer::meta

@@ -213,6 +213,23 @@ void DirNames::Touched(InodeId inode) {
   TouchInodeLocked(inode.value());
 }
 
+void DirNames::Queued(InodeId inode) {
+  std::lock_guard lock(mu_);
+  const uint64_t ino = inode.value();
+  if (touched_.size() >= kMaxTracked && !touched_.count(ino)) {
+    touched_.clear();
+    touch_floor_ = touch_seq_ + 1;
+  }
+  touched_[ino] = ++touch_seq_;
+}
+
+void DirNames::Refresh(const Attributes& attr) {
+  std::lock_guard lock(mu_);
+  auto k = attrs_.find(attr.inode.value());
+  if (k == attrs_.end() || !Keepable(attr)) return;
+  k->second.attr = attr;
+}
+
 DirNames::Change DirNames::Changing(InodeId inode) {
   std::lock_guard lock(mu_);
   Change change;

@@ -143,6 +143,15 @@ class DirNames {
   // client writes keeps answering the kernel's GETATTR after its own commit, chown and chmod
   // (tar's futimens, fchown, fchmod, then the kernel asks GETATTR).
   void Changed(InodeId inode, const Change& change, const Attributes& attr);
+  // A commit of `inode` by this client is queued (MetaClient::QueueCommit): lookup and listing
+  // replies asked before now are not kept (they may predate it), but the attributes kept for it
+  // stay (its type and links do not change; who answers its size from them waits for the
+  // commit first).
+  void Queued(InodeId inode);
+  // The queued commit was answered with `attr`: replaces the attributes kept for `inode`, if
+  // any are still kept (a change since, such as a SetAttr's Changing, dropped them, and its own
+  // reply is newer). Touches nothing.
+  void Refresh(const Attributes& attr);
   // Something about `dir`'s names is no longer known (a failed change, an exchange).
   void Forget(InodeId dir);
   // Another session changed `name` in `dir` (a cache recall).

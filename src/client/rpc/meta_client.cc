@@ -196,6 +196,9 @@ class GrpcMetaClient final : public MetaClient {
     const uint64_t cacher = cache_session_.load(std::memory_order_relaxed);
     if (cacher != 0) {
       DirNames::Found found = names_.FindEntry(parent, name);
+      if (found.attr && AwaitQueuedCommit(found.attr->inode)) {
+        found = names_.FindEntry(parent, name);
+      }
       if (found.known == DirNames::Known::kAbsent) {
         local_absent_.fetch_add(1, std::memory_order_relaxed);
         return NotFound("no entry '" + std::string(name) + "' in inode " + parent.ToString() +
@@ -289,6 +292,7 @@ class GrpcMetaClient final : public MetaClient {
     }
     if (std::optional<Attributes> cached = CachedDir(inode)) return *cached;
     if (cache_session_.load(std::memory_order_relaxed) != 0) {
+      AwaitQueuedCommit(inode);
       if (std::optional<Attributes> kept = names_.CachedAttr(inode)) {
         local_getattrs_.fetch_add(1, std::memory_order_relaxed);
         return *kept;
@@ -388,6 +392,10 @@ class GrpcMetaClient final : public MetaClient {
     req.set_new_name(std::string(new_name));
     ToPb(c, req.mutable_caller());
     Touching touching(names_, inode);  // nlink and ctime
+    {
+      std::lock_guard lock(dl_mu_);
+      local_files_.erase(inode.value());  // its new name may be in a directory others see
+    }
     Result<Attributes> attr = AttrCall(&pb::MetaService::Stub::Link, req, Retry::kNo);
     NoteCreated(new_parent, new_name, attr.status());
     return attr;
@@ -413,6 +421,8 @@ class GrpcMetaClient final : public MetaClient {
     ToPb(c, req.mutable_caller());
     const bool target_was_absent =
         names_.Find(new_parent, new_name) == DirNames::Known::kAbsent;
+    // Where it goes others may see it: no longer a file only this client knows.
+    NotLocalAnyMore(names_.FindEntry(parent, name));
     pb::StatusResponse resp;
     Status s = FromRpc(Call(&pb::MetaService::Stub::Rename, req, &resp, Retry::kNo), &resp);
     if (!s.ok()) {
@@ -716,7 +726,7 @@ class GrpcMetaClient final : public MetaClient {
     names_.ForgetAll();  // the leases were the old session's
     {
       std::lock_guard lock(dl_mu_);
-      held_dirs_.clear();
+      DropHeldDirsLocked();
     }
     names_.SetLease(session.value() == 0 ? std::chrono::milliseconds(0) : lease);
   }
@@ -741,7 +751,7 @@ class GrpcMetaClient final : public MetaClient {
       ForgetAllDirs();
       ForgetAllXattrAbsences();
       std::lock_guard lock(dl_mu_);
-      held_dirs_.clear();  // the new run holds no lease of ours (the creates still go out)
+      DropHeldDirsLocked();  // the new run holds no lease of ours (the creates still go out)
     }
     // What this client caches itself goes before trust is renewed (the caller handles the rest
     // and acknowledges with its next call).
@@ -769,6 +779,7 @@ class GrpcMetaClient final : public MetaClient {
   }
   std::optional<Attributes> KeptAttr(InodeId inode) override {
     if (cache_session_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+    AwaitQueuedCommit(inode);
     return names_.CachedAttr(inode);
   }
   void ForgetCached(InodeId inode) override {
@@ -927,6 +938,7 @@ class GrpcMetaClient final : public MetaClient {
       item.set_generation(ino_generation_);
       item.set_open_for_write(open_for_write);
       QueueChangeLocked(std::move(item));
+      local_files_[ino] = parent.value();
     }
     names_.Added(parent, name, &attr, &ticket);
     RememberNoXattrs(attr.inode, {}, xattr_changes_.load());
@@ -1041,6 +1053,7 @@ class GrpcMetaClient final : public MetaClient {
       if (held == held_dirs_.end()) return false;
       Touch(held->second, now);
       QueueChangeLocked(NewChange(pb::ChangeBatchItem::UNLINK, parent, name, c, now));
+      local_files_.erase(victim->inode.value());
     }
     names_.Removed(parent, name);
     names_.Touched(victim->inode);
@@ -1081,6 +1094,9 @@ class GrpcMetaClient final : public MetaClient {
       item.set_new_parent(new_parent.value());
       item.set_new_name(std::string(new_name));
       QueueChangeLocked(std::move(item));
+      if (victim) local_files_.erase(victim->inode.value());
+      auto local = local_files_.find(moved->inode.value());
+      if (local != local_files_.end()) local->second = new_parent.value();
     }
     if (victim) {
       names_.Removed(new_parent, new_name);
@@ -1106,6 +1122,7 @@ class GrpcMetaClient final : public MetaClient {
       items.swap(pending_);  // still counted in pending_count_ until answered
     }
     Status result;
+    std::vector<Attributes> committed;  // what the batches' commits answered
     if (items.empty()) {
       if (sync) {
         pb::SyncRequest req;
@@ -1135,6 +1152,22 @@ class GrpcMetaClient final : public MetaClient {
         if (s.ok()) {
           const pb::RpcStatus& rs = resp.results(static_cast<int>(i - begin)).status();
           if (rs.code() != 0) one = Status(CodeFromInt(rs.code()), rs.message());
+        }
+        if (item.kind() == pb::ChangeBatchItem::COMMIT) {
+          auto q = queued_commits_.find(item.new_ino());
+          if (!one.ok()) {
+            one = one.WithPrefix("commit of inode " + std::to_string(item.new_ino()) +
+                                 " (sent in a batch)");
+            Logger("client")->warn("{}", one.ToString());
+            if (change_error_.ok()) change_error_ = one;
+            if (q != queued_commits_.end()) q->second.answer = one;
+            continue;
+          }
+          const pb::ChangeBatchResult& r = resp.results(static_cast<int>(i - begin));
+          CommitReply reply{FromPb(r.attr()), r.write_version()};
+          committed.push_back(reply.attr);
+          if (q != queued_commits_.end()) q->second.answer = std::move(reply);
+          continue;
         }
         if (!one.ok()) {
           static constexpr const char* kWhat[] = {"create", "mkdir", "unlink", "rename"};
@@ -1171,7 +1204,10 @@ class GrpcMetaClient final : public MetaClient {
       failed.swap(failed_dirs_);
       refused.swap(refused_names_);
     }
+    answered_cv_.notify_all();
     for (InodeId dir : failed) names_.Forget(dir);
+    // The committed files' attributes are kept where the old ones were (sizes, versions).
+    for (const Attributes& attr : committed) names_.Refresh(attr);
     flushing.unlock();  // the kernel call below may wait for a directory a caller here holds
     // The kernel here took those changes as made: it must ask again.
     if (on_refused_) {
@@ -1200,6 +1236,65 @@ class GrpcMetaClient final : public MetaClient {
   bool DropCreatedLease(InodeId inode) override {
     std::lock_guard lock(dl_mu_);
     return created_leases_.erase(inode.value()) != 0;
+  }
+
+  bool QueueCommit(InodeId inode, uint64_t size_bytes, Timestamp mtime, uint64_t write_version,
+                   const std::vector<std::pair<uint64_t, uint64_t>>& written_stripes) override {
+    if (!dir_leases_on_.load()) return false;
+    std::lock_guard lock(dl_mu_);
+    auto local = local_files_.find(inode.value());
+    if (local == local_files_.end() || !held_dirs_.count(local->second)) return false;
+    // One at a time per file (its handle takes the answer before it commits again), and a
+    // bounded map.
+    if (queued_commits_.count(inode.value()) ||
+        queued_commits_.size() >= kMaxKeptCreateResults) {
+      return false;
+    }
+    pb::ChangeBatchItem item;
+    item.set_kind(pb::ChangeBatchItem::COMMIT);
+    item.set_new_ino(inode.value());
+    item.set_size(size_bytes);
+    item.set_write_version(write_version);
+    ToPb(mtime, item.mutable_time());
+    for (const auto& [b, e] : written_stripes) {
+      item.add_written_stripes(b);
+      item.add_written_stripes(e);
+    }
+    names_.Queued(inode);  // DirNames' mutex is a leaf
+    QueueChangeLocked(std::move(item));
+    queued_commits_[inode.value()] = QueuedCommit{};
+    queued_commit_count_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  std::optional<Result<CommitReply>> TakeQueuedCommit(InodeId inode, bool soon) override {
+    for (int round = 0;; ++round) {
+      Status flushed;
+      if (round > 0) flushed = FlushChanges(false);
+      std::unique_lock lock(dl_mu_);
+      auto it = queued_commits_.find(inode.value());
+      if (it == queued_commits_.end()) return std::nullopt;
+      if (round == 0 && soon && !it->second.answer) {
+        // The sender goes within kFlushLinger: more commits share its batch.
+        answered_cv_.wait_for(lock, kQueuedCommitWait, [&] {
+          auto q = queued_commits_.find(inode.value());
+          return q == queued_commits_.end() || q->second.answer.has_value();
+        });
+        it = queued_commits_.find(inode.value());
+        if (it == queued_commits_.end()) return std::nullopt;
+      }
+      if (it->second.answer || round > 0) {
+        std::optional<Result<CommitReply>> out = std::move(it->second.answer);
+        queued_commits_.erase(it);
+        queued_commit_count_.fetch_sub(1, std::memory_order_relaxed);
+        if (!out) {  // not answered: the batch that carried it failed as a whole
+          out = flushed.ok() ? Internal("queued commit of inode " + inode.ToString() +
+                                        " was not answered")
+                             : flushed;
+        }
+        return out;
+      }
+    }
   }
 
   Status CreateError(InodeId inode) override {
@@ -1790,10 +1885,40 @@ class GrpcMetaClient final : public MetaClient {
     dir.attr.mtime = std::max(dir.attr.mtime, now);
     dir.attr.ctime = std::max(dir.attr.ctime, now);
   }
+  // When `inode` has a commit queued and not answered: sends the batch (waiting for it), so the
+  // attributes kept for it are the committed ones. True when it sent.
+  bool AwaitQueuedCommit(InodeId inode) {
+    if (queued_commit_count_.load(std::memory_order_relaxed) == 0) return false;
+    {
+      std::lock_guard lock(dl_mu_);
+      auto it = queued_commits_.find(inode.value());
+      if (it == queued_commits_.end() || it->second.answer) return false;
+    }
+    (void)FlushChanges(false);  // its errors are the handle's (TakeQueuedCommit)
+    return true;
+  }
+  // Where it goes others may see it: `found`'s inode (all of them when unknown) no longer
+  // counts as a file only this client knows.
+  void NotLocalAnyMore(const DirNames::Found& found) {
+    std::lock_guard lock(dl_mu_);
+    if (found.attr) {
+      local_files_.erase(found.attr->inode.value());
+    } else {
+      local_files_.clear();
+    }
+  }
+  // No directory is held any more (dl_mu_ held): the files made in them are no longer known to
+  // be this client's alone.
+  void DropHeldDirsLocked() {
+    held_dirs_.clear();
+    local_files_.clear();
+  }
   std::atomic<bool> dir_leases_on_{false};
   std::mutex flush_mu_;
   std::mutex dl_mu_;
   std::condition_variable flush_cv_;
+  std::condition_variable answered_cv_;  // a batch was answered
+  static constexpr std::chrono::milliseconds kQueuedCommitWait{50};
   bool flusher_stop_ = false;
   std::thread flusher_;
   std::unordered_map<uint64_t, HeldDir> held_dirs_;
@@ -1806,12 +1931,23 @@ class GrpcMetaClient final : public MetaClient {
   std::vector<pb::ChangeBatchItem> pending_;
   std::atomic<size_t> pending_count_{0};  // created locally and not answered yet
   std::unordered_map<uint64_t, OpenReply> created_leases_;
+  // Files created here whose directory this client has held since, by inode: their parent
+  // (QueueCommit's rule). A give-back of the directory, a rename or link of the file through the
+  // server, or losing the held directories drops them.
+  std::unordered_map<uint64_t, uint64_t> local_files_;
+  // Commits queued by QueueCommit and not taken yet: once its batch was answered, the answer
+  // (names_ keeps the answered attributes: DirNames::Refresh).
+  struct QueuedCommit {
+    std::optional<Result<CommitReply>> answer;
+  };
+  std::unordered_map<uint64_t, QueuedCommit> queued_commits_;
   std::unordered_map<uint64_t, Status> create_errors_;
   Status change_error_;  // the first batched change refused since the last TakeChangeError
   std::vector<InodeId> failed_dirs_;
   std::vector<std::pair<InodeId, std::string>> refused_names_;
   std::function<void(InodeId, const std::string&)> on_refused_;  // set before any change
   std::atomic<uint64_t> local_creates_{0}, local_changes_{0}, batches_{0};
+  std::atomic<uint64_t> queued_commit_count_{0};
 
   // Holds (or is granted now) the exclusive lease on `dir` with inode numbers to spare.
   bool EnsureDirLease(InodeId dir, const Caller& c) {
@@ -1820,7 +1956,7 @@ class GrpcMetaClient final : public MetaClient {
       std::lock_guard lock(dl_mu_);
       if (reserved_session_ != session) {  // numbers of another session are not ours to use
         ino_next_ = ino_end_ = 0;
-        held_dirs_.clear();
+        DropHeldDirsLocked();
         reserved_session_ = session;
       }
       const bool held = held_dirs_.count(dir.value()) != 0;

@@ -238,6 +238,32 @@ class MetaClient {
     (void)inode;
     return false;
   }
+  // Queues a commit of `inode` (as Commit: no backfill servers, no attribute changes, not sync)
+  // in the change batch instead of sending it now, when `inode` was created here under a
+  // directory lease this client has held since (no other session can have looked at it: any
+  // call that could would recall the lease, and the give-back sends the batch first). True when
+  // queued: the caller's handle takes the answer with TakeQueuedCommit before it writes or
+  // commits again, and at the latest at its release. Until the answer, a local answer of the
+  // inode's attributes (Lookup, GetAttr, KeptAttr) sends the batch first. False: not queued
+  // (send the Commit).
+  virtual bool QueueCommit(InodeId inode, uint64_t size_bytes, Timestamp mtime,
+                           uint64_t write_version,
+                           const std::vector<std::pair<uint64_t, uint64_t>>& written_stripes) {
+    (void)inode;
+    (void)size_bytes;
+    (void)mtime;
+    (void)write_version;
+    (void)written_stripes;
+    return false;
+  }
+  // The answer of `inode`'s queued commit (its batch sent and answered first, waiting for it),
+  // once; nullopt when none is queued. `soon`: a caller that need not hurry (a release) first
+  // waits briefly for the batch's own sender, so that commits of several files share a batch.
+  virtual std::optional<Result<CommitReply>> TakeQueuedCommit(InodeId inode, bool soon) {
+    (void)inode;
+    (void)soon;
+    return std::nullopt;
+  }
   // The error the server gave the locally created `inode`'s batched create; OK when none (or not
   // sent yet).
   virtual Status CreateError(InodeId inode) {

@@ -751,7 +751,8 @@ class ServiceImpl final : public pb::MetaService::Service {
         }
         Result<Inode> made = svc_->GetAttr(InodeId(item.new_ino()));
         Result<uint64_t> version = uint64_t{0};
-        if (made.ok() && item.open_for_write()) {
+        // A commit's next write version is its lease's (as a replayed Commit answers).
+        if (made.ok() && (item.open_for_write() || item.kind() == pb::ChangeBatchItem::COMMIT)) {
           version = ReplayedLeaseVersion(made->ino, session);
         }
         SetStatus(out->mutable_status(), made.ok() ? version.status() : made.status());
@@ -772,8 +773,18 @@ class ServiceImpl final : public pb::MetaService::Service {
         case pb::ChangeBatchItem::UNLINK: b.kind = BatchChange::Kind::kUnlink; break;
         case pb::ChangeBatchItem::RENAME: b.kind = BatchChange::Kind::kRename; break;
         case pb::ChangeBatchItem::CREATE: b.kind = BatchChange::Kind::kCreate; break;
+        case pb::ChangeBatchItem::COMMIT: b.kind = BatchChange::Kind::kCommit; break;
         default: b.kind = BatchChange::Kind::kUnknown; break;  // the item is refused
       }
+      if (item.written_stripes_size() % 2 != 0 ||
+          static_cast<size_t>(item.written_stripes_size()) > 2 * kMaxCommitStripeRanges) {
+        b.stripes_malformed = true;  // the item is refused
+      }
+      for (int i = 0; i + 1 < item.written_stripes_size(); i += 2) {
+        b.written_stripes.emplace_back(item.written_stripes(i), item.written_stripes(i + 1));
+      }
+      b.size = item.size();
+      b.write_version = item.write_version();
       b.generation = item.generation();
       b.new_parent = InodeId(item.new_parent());
       b.new_name = item.new_name();
