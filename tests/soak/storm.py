@@ -944,12 +944,14 @@ class Driver:
         os.makedirs(self.mnt_a)
         os.makedirs(self.mnt_b)
         try:
+            extra = ["--mount-options", self.args.mount_options] if self.args.mount_options else []
             self.aq("cluster", "up", "--root", self.root, "--data-servers", "8", "--k", "4", "--m", "2",
-                    "--mount", self.mnt_a, "--bin-dir", self.bin, timeout=300)
+                    "--mount", self.mnt_a, "--bin-dir", self.bin, *extra, timeout=300)
         finally:
             if os.path.exists(os.path.join(self.root, "cluster.json")):
                 self.read_cluster()
-        self.aq("mount", "--root", self.root, "--bin-dir", self.bin, self.mnt_b, timeout=120)
+        extra = ["-o", self.args.mount_options] if self.args.mount_options else []
+        self.aq("mount", "--root", self.root, "--bin-dir", self.bin, *extra, self.mnt_b, timeout=120)
         pid = self.find_mount_pid(self.mnt_b)
         if pid:
             self.pids.add(pid)
@@ -1574,6 +1576,8 @@ def main():
     r.add_argument("--repair-timeout", type=float, default=300)
     r.add_argument("--overall-extra", type=float, default=840, help="s allowed beyond DURATION before teardown")
     r.add_argument("--usr-include", action="store_true", help="ingest /usr/include instead of the linux subset")
+    r.add_argument("--mount-options", default="",
+                   help="aquifer-mount options for both mounts (e.g. dir_leases=1)")
     w = sub.add_parser("worker")
     w.add_argument("kind", choices=sorted(WORKERS))
     w.add_argument("--ctx", required=True)
