@@ -261,7 +261,12 @@ Attributes Client::Impl::Overlay(Attributes attr) {
   for (auto it = begin; it != end; ++it) {
     OpenFile* f = it->second;
     if (f->writable) {
-      if (f->dirty.load() || f->commit_queued.load()) attr.size_bytes = f->local_size.load();
+      if (f->dirty.load() || f->commit_queued.load()) {
+        attr.size_bytes = f->local_size.load();
+        // The committed blocks lag the writes: at least what the size covers, as the server
+        // counts a file written from its start (a sparse one is counted high until its commit).
+        attr.blocks = std::max(attr.blocks, attr.size_bytes / 512 + (attr.size_bytes % 512 != 0));
+      }
     } else {
       // Close-to-open: a read handle sees what the metadata server now says.
       f->RefreshView(committed);

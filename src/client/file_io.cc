@@ -472,9 +472,12 @@ Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,
   }
   Status s;
   std::optional<Attributes> after;
+  // A file only this client knows: the commits are queued in the change batch, and the change
+  // follows them there (MetaClient::SetAttr answers it itself).
+  const bool local = !writers.empty() && meta_->LocalFile(inode);
   for (size_t i = 0; i < writers.size() && s.ok(); ++i) {
     std::lock_guard lock(writers[i]->mu);
-    if (i + 1 < writers.size()) {
+    if (local || i + 1 < writers.size()) {
       s = Commit(*writers[i], /*sync=*/false);  // the last one carries the change
       continue;
     }

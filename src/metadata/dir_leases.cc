@@ -162,6 +162,24 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
     auto one = [&]() -> Result<OpenResult> {
       if (it.kind == Kind::kUnknown) return InvalidArgument("batched change: unknown kind");
       if (it.time.nsec > 999999999) return InvalidArgument("batched change: time nsec past 999,999,999");
+      if (it.kind == Kind::kSetAttr) {
+        if (!it.attrs) return InvalidArgument("batched setattr: no attributes");
+        if (it.attrs->valid & (kSetSize | kSetCtime)) {
+          return InvalidArgument("batched setattr: a size or ctime goes in a SetAttr call");
+        }
+        auto nr = txn.Get(it.ino);
+        if (!nr.ok()) return nr.status();
+        Inode* n = *nr;
+        Inode next;
+        AQ_RETURN_IF_ERROR(ChangedAttrs(*n, *it.attrs, it.caller, it.time, &next));
+        next.ctime = it.time;
+        next.size = n->size;
+        *n = next;
+        txn.Dirty(n);
+        OpenResult r;
+        r.attr = *n;
+        return r;
+      }
       if (it.kind == Kind::kCommit) {
         // A commit names no directory: the write lease and the version are its checks.
         if (it.stripes_malformed) {

@@ -105,7 +105,7 @@ struct OpenResult {
 // directory leases"), applied later in a ChangeBatch. `time` is the client's clock at the change
 // (a new inode's times; ctime and the parents' mtime otherwise).
 struct BatchChange {
-  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename, kCommit, kUnknown };
+  enum class Kind : uint8_t { kCreate, kMkdir, kUnlink, kRename, kCommit, kSetAttr, kUnknown };
   Kind kind = Kind::kCreate;
   InodeId parent;
   std::string name;
@@ -124,6 +124,9 @@ struct BatchChange {
   uint64_t write_version = 0;
   std::vector<std::pair<uint64_t, uint64_t>> written_stripes;  // as CommitArgs
   bool stripes_malformed = false;  // the request's list was odd or too long: the item is refused
+  // kSetAttr: a SetAttr of `ino` by `caller` (no size: that stays a call of its own), with
+  // `time` as the server's clock for ctime and the *_NOW times. The answer: its attributes.
+  std::optional<SetAttrArgs> attrs;
 };
 
 struct DirLeaseGrant {

@@ -2137,5 +2137,69 @@ TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
   CheckInvariants();
 }
 
+// A chmod, chown or utimes of a file made under the lease goes in the batch as SETATTR: applied
+// with SetAttr's rules (the caller's rights, the set-id bits), ctime and *_NOW at the item's
+// time; a size or ctime is refused there (a SetAttr call of its own).
+TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
+  auto a = svc_->OpenSession("a", true);
+  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
+  ASSERT_TRUE(d.ok());
+  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, User(1000, 1000));
+  ASSERT_TRUE(g.ok() && g->granted);
+  auto set = [&](uint32_t valid, uint32_t mode, uint32_t uid, uint32_t gid, Caller caller) {
+    BatchChange c;
+    c.kind = BatchChange::Kind::kSetAttr;
+    c.ino = InodeId(g->ino_first);
+    c.caller = std::move(caller);
+    c.time = Timespec{1800000002, 9};
+    SetAttrArgs args;
+    args.valid = valid;
+    args.mode = mode;
+    args.uid = uid;
+    args.gid = gid;
+    args.size = 0;
+    args.mtime = Timespec{1500000000, 1};
+    c.attrs = args;
+    return c;
+  };
+  BatchChange no_attrs = set(kSetMode, 0, 0, 0, User(1000, 1000));
+  no_attrs.attrs.reset();
+  auto r = svc_->ChangeBatch(
+      a->session,
+      {Item(d->ino, "f", g->ino_first),
+       set(kSetMode, 02755, 0, 0, User(1000, 1000)),              // the owner, in the group
+       set(kSetUid, 0, 0, 0, User(1000, 1000)),                   // chown to root: not root
+       set(kSetGid, 0, 0, 77, User(1000, 1000)),                  // not in group 77
+       set(kSetSize, 0, 0, 0, User(1000, 1000)),                  // a size: its own call
+       set(kSetMtime | kSetAtimeNow, 0, 0, 0, User(1000, 1000)),  // times, by the owner
+       set(kSetMode, 0644, 0, 0, User(2000, 2000)),               // not the owner
+       set(kSetUid | kSetGid, 0, 3000, 3000, Root()),             // root's chown
+       no_attrs},
+      false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 9u);
+  ASSERT_TRUE((*r)[0].ok());
+  ASSERT_TRUE((*r)[1].ok()) << (*r)[1].status().ToString();
+  EXPECT_EQ((*r)[1]->attr.mode, S_IFREG | 02755u);
+  EXPECT_EQ((*r)[1]->attr.ctime, (Timespec{1800000002, 9}));
+  EXPECT_EQ((*r)[2].status().code(), Code::kNotPermitted);
+  EXPECT_EQ((*r)[3].status().code(), Code::kNotPermitted);
+  EXPECT_EQ((*r)[4].status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE((*r)[5].ok());
+  EXPECT_EQ((*r)[5]->attr.mtime, (Timespec{1500000000, 1}));
+  EXPECT_EQ((*r)[5]->attr.atime, (Timespec{1800000002, 9}));  // now: the item's time
+  EXPECT_EQ((*r)[6].status().code(), Code::kNotPermitted);
+  ASSERT_TRUE((*r)[7].ok());
+  // A chown without a mode change clears setuid, and setgid with group execute.
+  EXPECT_EQ((*r)[7]->attr.mode, S_IFREG | 0755u);
+  EXPECT_EQ((*r)[7]->attr.uid, 3000u);
+  EXPECT_EQ((*r)[8].status().code(), Code::kInvalidArgument);
+  auto f = svc_->Lookup(d->ino, "f", Root());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->mode, S_IFREG | 0755u);
+  EXPECT_EQ(f->gid, 3000u);
+  CheckInvariants();
+}
+
 }  // namespace
 }  // namespace aquifer::meta

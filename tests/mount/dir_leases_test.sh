@@ -140,6 +140,7 @@ aq_log "order: creates, renames and unlinks on A seen on B as A made them"
 mk0=$(served Mkdir)
 ren0=$(served Rename)
 unl0=$(served Unlink)
+set0=$(served SetAttr)
 /usr/bin/python3 - "$A/tree" "$AQ_SCRATCH/tree-ref" <<'PY'
 import os, random, sys
 rng = random.Random(1818)
@@ -167,6 +168,9 @@ ren=$(($(served Rename) - ren0))
 unl=$(($(served Unlink) - unl0))
 aq_log "tree: aquifer-meta served $mk Mkdir, $ren Rename and $unl Unlink calls for 24 mkdirs, 504 renames and 36 unlinks on A"
 ((mk + ren + unl <= 12)) || aq_fail "tree: the changes under A's leases went to aquifer-meta one by one"
+setattrs=$(($(served SetAttr) - set0))
+aq_log "tree: aquifer-meta served $setattrs SetAttr calls for 480 chmods of files made on A"
+((setattrs <= 12)) || aq_fail "tree: the chmods of A's own new files went to aquifer-meta one by one"
 describe() {  # names, types, modes, sizes and checksums of a tree, one line each
   (cd "$1" && timeout "$T" find . -printf '%p %y %m %s\n' | sort &&
     timeout "$T" find . -type f -exec sha256sum {} + | sort -k2)
@@ -177,6 +181,52 @@ describe "$A/tree" >"$AQ_SCRATCH/tree.a"
 diff "$AQ_SCRATCH/tree.local" "$AQ_SCRATCH/tree.b" >&2 || aq_fail "tree: B's view differs from a local copy"
 diff "$AQ_SCRATCH/tree.local" "$AQ_SCRATCH/tree.a" >&2 || aq_fail "tree: A's view differs from a local copy"
 aq_log "tree: $(wc -l <"$AQ_SCRATCH/tree.b") lines of names, modes, sizes and sha256 equal on A, B and a local copy"
+
+# ---- attrs: chmod, chown and utimes of files made under the lease are answered on A and sent in
+# the batch, by the rules aquifer-meta applies: as tar does it (futimens, fchown, fchmod on the
+# open file), and by a user who owns the file (chmod and utimes allowed; chown to another user,
+# and chgrp to a group the user is not in, refused at once with EPERM); B sees A's results.
+chmod 0711 "$AQ_SCRATCH"  # uid 4321 must reach the mount point
+mkdir -m 0777 "$A/attrs"
+timeout "$T" /usr/bin/python3 - "$A/attrs" <<'PY' || aq_fail "attrs: tar's sequence on A failed"
+import os, sys
+d = sys.argv[1]
+fd = os.open(f"{d}/tarred", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+os.write(fd, b"t" * 5000)
+os.utime(fd, ns=(1_700_000_000_123_456_789, 1_600_000_000_987_654_321))
+os.fchown(fd, 1234, 5678)
+os.fchmod(fd, 0o4755)
+os.close(fd)
+st = os.stat(f"{d}/tarred")
+want = (0o104755, 1234, 5678, 5000, 1_600_000_000_987_654_321)
+got = (st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns)
+if got != want:
+    sys.exit(f"attrs: A's stat of tarred {got}, wanted {want}")
+PY
+timeout "$T" setpriv --reuid=4321 --regid=4321 --clear-groups -- /usr/bin/python3 - "$A/attrs" <<'PY' ||
+import errno, os, sys
+d = sys.argv[1]
+with open(f"{d}/mine", "wb") as f:
+    f.write(b"m" * 100)
+os.chmod(f"{d}/mine", 0o2640)  # the owner, in the file's group: the setgid bit stays
+os.utime(f"{d}/mine", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_001))
+for what, call in (("chown to root", lambda: os.chown(f"{d}/mine", 0, -1)),
+                   ("chgrp to a group not the user's", lambda: os.chown(f"{d}/mine", -1, 0))):
+    try:
+        call()
+        sys.exit(f"attrs: {what} by the owner was allowed")
+    except PermissionError as e:
+        if e.errno != errno.EPERM:
+            sys.exit(f"attrs: {what}: {e}")
+st = os.stat(f"{d}/mine")
+if (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns) != (0o102640, 4321, 4321, 1_500_000_000_000_000_001):
+    sys.exit(f"attrs: A's stat of mine {oct(st.st_mode)} {st.st_uid} {st.st_gid} {st.st_mtime_ns}")
+PY
+  aq_fail "attrs: a user's changes of its own file on A"
+got=$(timeout "$T" stat -c '%a %u %g %s %Y' "$B/attrs/tarred" "$B/attrs/mine" | tr '\n' ' ')
+[ "$got" = "4755 1234 5678 5000 1600000000 2640 4321 4321 100 1500000000 " ] ||
+  aq_fail "attrs: B sees '$got'"
+aq_log "attrs: tar's and a user's chmod, chown and utimes made on A seen on B; refused ones refused at once"
 
 # ---- reopen: a file made under the lease, open again on A while B writes it and A lists its
 # directory from the server, keeps working (the kernel failed every call on such an open file

@@ -306,6 +306,7 @@ class GrpcMetaClient final : public MetaClient {
 
   Result<Attributes> SetAttr(InodeId inode, const AttrChanges& ch, const Caller& c,
                              SessionId session) override {
+    if (std::optional<Attributes> local = SetAttrLocally(inode, ch, c)) return *local;
     pb::SetAttrRequest req;
     req.set_ino(inode.value());
     FillSetAttr(ch, c, &req);
@@ -1032,6 +1033,82 @@ class GrpcMetaClient final : public MetaClient {
     return attr;
   }
 
+  // A chmod, chown or utimes of a file only this client knows (local_files_, its directory
+  // still held), when the rules of the server's ChangedAttrs (metadata_service.cc) let the
+  // caller make it: queued as a SETATTR behind the file's other changes, and answered with its
+  // kept attributes so changed. Anything the caller may not do, a size and a file whose
+  // attributes are not kept go to the server (which gives the error). The kept size may predate
+  // a queued commit: the client's Overlay gives an open writer's size, and a local answer of the
+  // attributes waits for the batch (AwaitQueuedCommit).
+  std::optional<Attributes> SetAttrLocally(InodeId inode, const AttrChanges& ch, const Caller& c) {
+    if (ch.size_bytes || !dir_leases_on_.load() || needs_capabilities_ ||
+        cache_session_.load(std::memory_order_relaxed) == 0) {
+      return std::nullopt;
+    }
+    {
+      std::lock_guard lock(dl_mu_);
+      auto local = local_files_.find(inode.value());
+      if (local == local_files_.end() || !held_dirs_.count(local->second)) return std::nullopt;
+    }
+    std::optional<Attributes> base = names_.CachedAttr(inode);
+    if (!base || !S_ISREG(base->mode) || base->nlink != 1) return std::nullopt;
+    auto in_group = [&c](uint32_t gid) {
+      return c.gid == gid || std::find(c.groups.begin(), c.groups.end(), gid) != c.groups.end();
+    };
+    const bool root = c.uid == 0;
+    if (!root && c.uid != base->uid) return std::nullopt;  // not the owner: the server's rules
+    const Timestamp now = WallNow();
+    Attributes next = *base;
+    if (ch.mode) {
+      next.mode = (base->mode & S_IFMT) | (*ch.mode & 07777);
+      if (!root && !in_group(base->gid)) next.mode &= ~uint32_t{S_ISGID};
+    }
+    if (ch.uid) {
+      if (!root && *ch.uid != base->uid) return std::nullopt;  // EPERM, from the server
+      next.uid = *ch.uid;
+    }
+    if (ch.gid) {
+      if (!root && !in_group(*ch.gid)) return std::nullopt;
+      next.gid = *ch.gid;
+    }
+    if ((ch.uid || ch.gid) && !ch.mode && (next.uid != base->uid || next.gid != base->gid)) {
+      next.mode &= ~uint32_t{S_ISUID};
+      if (next.mode & S_IXGRP) next.mode &= ~uint32_t{S_ISGID};
+    }
+    if ((ch.atime && ch.atime->nsec >= 1000000000u) ||
+        (ch.mtime && ch.mtime->nsec >= 1000000000u)) {
+      return std::nullopt;  // kInvalidArgument, from the server
+    }
+    if (ch.atime_now) {
+      next.atime = now;
+    } else if (ch.atime) {
+      next.atime = *ch.atime;
+    }
+    if (ch.mtime_now) {
+      next.mtime = now;
+    } else if (ch.mtime) {
+      next.mtime = *ch.mtime;
+    }
+    next.ctime = now;
+    {
+      std::lock_guard lock(dl_mu_);
+      auto local = local_files_.find(inode.value());
+      if (local == local_files_.end() || !held_dirs_.count(local->second)) return std::nullopt;
+      pb::ChangeBatchItem item;
+      item.set_kind(pb::ChangeBatchItem::SETATTR);
+      item.set_new_ino(inode.value());
+      ToPb(c, item.mutable_caller());
+      ToPb(now, item.mutable_time());
+      FillSetAttr(ch, c, item.mutable_attrs());
+      // Kept before the item can be answered (its answer's attributes replace these).
+      names_.Refresh(next);
+      QueueChangeLocked(std::move(item));
+      NoteUnsettledLocked(inode.value());
+    }
+    local_changes_.fetch_add(1, std::memory_order_relaxed);
+    return next;
+  }
+
   // The non-directory with one link named `name` in `parent`, when this client keeps its
   // attributes (it knows every name of `parent`).
   std::optional<Attributes> KeptChild(InodeId parent, std::string_view name) {
@@ -1122,7 +1199,8 @@ class GrpcMetaClient final : public MetaClient {
       items.swap(pending_);  // still counted in pending_count_ until answered
     }
     Status result;
-    std::vector<Attributes> committed;  // what the batches' commits answered
+    std::vector<Attributes> committed;  // what the batches' commits and setattrs answered
+    std::vector<InodeId> refused_inodes;  // their refused ones: the attributes kept go
     if (items.empty()) {
       if (sync) {
         pb::SyncRequest req;
@@ -1153,14 +1231,18 @@ class GrpcMetaClient final : public MetaClient {
           const pb::RpcStatus& rs = resp.results(static_cast<int>(i - begin)).status();
           if (rs.code() != 0) one = Status(CodeFromInt(rs.code()), rs.message());
         }
-        if (item.kind() == pb::ChangeBatchItem::COMMIT) {
-          auto q = queued_commits_.find(item.new_ino());
+        if (item.kind() == pb::ChangeBatchItem::COMMIT ||
+            item.kind() == pb::ChangeBatchItem::SETATTR) {
+          const bool commit = item.kind() == pb::ChangeBatchItem::COMMIT;
+          SettledLocked(item.new_ino());
+          auto q = commit ? queued_commits_.find(item.new_ino()) : queued_commits_.end();
           if (!one.ok()) {
-            one = one.WithPrefix("commit of inode " + std::to_string(item.new_ino()) +
-                                 " (sent in a batch)");
+            one = one.WithPrefix(std::string(commit ? "commit" : "setattr") + " of inode " +
+                                 std::to_string(item.new_ino()) + " (sent in a batch)");
             Logger("client")->warn("{}", one.ToString());
             if (change_error_.ok()) change_error_ = one;
             if (q != queued_commits_.end()) q->second.answer = one;
+            refused_inodes.push_back(InodeId(item.new_ino()));
             continue;
           }
           const pb::ChangeBatchResult& r = resp.results(static_cast<int>(i - begin));
@@ -1208,6 +1290,7 @@ class GrpcMetaClient final : public MetaClient {
     for (InodeId dir : failed) names_.Forget(dir);
     // The committed files' attributes are kept where the old ones were (sizes, versions).
     for (const Attributes& attr : committed) names_.Refresh(attr);
+    for (InodeId ino : refused_inodes) names_.Touched(ino);
     flushing.unlock();  // the kernel call below may wait for a directory a caller here holds
     // The kernel here took those changes as made: it must ask again.
     if (on_refused_) {
@@ -1238,6 +1321,13 @@ class GrpcMetaClient final : public MetaClient {
     return created_leases_.erase(inode.value()) != 0;
   }
 
+  bool LocalFile(InodeId inode) override {
+    if (!dir_leases_on_.load()) return false;
+    std::lock_guard lock(dl_mu_);
+    auto local = local_files_.find(inode.value());
+    return local != local_files_.end() && held_dirs_.count(local->second) != 0;
+  }
+
   bool QueueCommit(InodeId inode, uint64_t size_bytes, Timestamp mtime, uint64_t write_version,
                    const std::vector<std::pair<uint64_t, uint64_t>>& written_stripes) override {
     if (!dir_leases_on_.load()) return false;
@@ -1263,7 +1353,7 @@ class GrpcMetaClient final : public MetaClient {
     names_.Queued(inode);  // DirNames' mutex is a leaf
     QueueChangeLocked(std::move(item));
     queued_commits_[inode.value()] = QueuedCommit{};
-    queued_commit_count_.fetch_add(1, std::memory_order_relaxed);
+    NoteUnsettledLocked(inode.value());
     return true;
   }
 
@@ -1286,7 +1376,6 @@ class GrpcMetaClient final : public MetaClient {
       if (it->second.answer || round > 0) {
         std::optional<Result<CommitReply>> out = std::move(it->second.answer);
         queued_commits_.erase(it);
-        queued_commit_count_.fetch_sub(1, std::memory_order_relaxed);
         if (!out) {  // not answered: the batch that carried it failed as a whole
           out = flushed.ok() ? Internal("queued commit of inode " + inode.ToString() +
                                         " was not answered")
@@ -1888,11 +1977,10 @@ class GrpcMetaClient final : public MetaClient {
   // When `inode` has a commit queued and not answered: sends the batch (waiting for it), so the
   // attributes kept for it are the committed ones. True when it sent.
   bool AwaitQueuedCommit(InodeId inode) {
-    if (queued_commit_count_.load(std::memory_order_relaxed) == 0) return false;
+    if (unsettled_count_.load(std::memory_order_relaxed) == 0) return false;
     {
       std::lock_guard lock(dl_mu_);
-      auto it = queued_commits_.find(inode.value());
-      if (it == queued_commits_.end() || it->second.answer) return false;
+      if (!unsettled_.count(inode.value())) return false;
     }
     (void)FlushChanges(false);  // its errors are the handle's (TakeQueuedCommit)
     return true;
@@ -1947,7 +2035,19 @@ class GrpcMetaClient final : public MetaClient {
   std::vector<std::pair<InodeId, std::string>> refused_names_;
   std::function<void(InodeId, const std::string&)> on_refused_;  // set before any change
   std::atomic<uint64_t> local_creates_{0}, local_changes_{0}, batches_{0};
-  std::atomic<uint64_t> queued_commit_count_{0};
+  // Queued commits and setattrs not answered yet, by inode (AwaitQueuedCommit), and how many.
+  std::unordered_map<uint64_t, uint32_t> unsettled_;
+  std::atomic<uint64_t> unsettled_count_{0};
+  void NoteUnsettledLocked(uint64_t ino) {
+    ++unsettled_[ino];
+    unsettled_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void SettledLocked(uint64_t ino) {
+    auto u = unsettled_.find(ino);
+    if (u == unsettled_.end()) return;
+    if (--u->second == 0) unsettled_.erase(u);
+    unsettled_count_.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   // Holds (or is granted now) the exclusive lease on `dir` with inode numbers to spare.
   bool EnsureDirLease(InodeId dir, const Caller& c) {

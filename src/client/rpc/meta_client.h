@@ -238,6 +238,13 @@ class MetaClient {
     (void)inode;
     return false;
   }
+  // Whether `inode` is a file only this client knows: created here under a directory lease it
+  // has held since (see QueueCommit). Its commits, chmods, chowns and utimes then go in the
+  // change batch (SetAttr answers those itself, from the attributes it keeps).
+  virtual bool LocalFile(InodeId inode) {
+    (void)inode;
+    return false;
+  }
   // Queues a commit of `inode` (as Commit: no backfill servers, no attribute changes, not sync)
   // in the change batch instead of sending it now, when `inode` was created here under a
   // directory lease this client has held since (no other session can have looked at it: any

@@ -774,6 +774,7 @@ class ServiceImpl final : public pb::MetaService::Service {
         case pb::ChangeBatchItem::RENAME: b.kind = BatchChange::Kind::kRename; break;
         case pb::ChangeBatchItem::CREATE: b.kind = BatchChange::Kind::kCreate; break;
         case pb::ChangeBatchItem::COMMIT: b.kind = BatchChange::Kind::kCommit; break;
+        case pb::ChangeBatchItem::SETATTR: b.kind = BatchChange::Kind::kSetAttr; break;
         default: b.kind = BatchChange::Kind::kUnknown; break;  // the item is refused
       }
       if (item.written_stripes_size() % 2 != 0 ||
@@ -785,6 +786,7 @@ class ServiceImpl final : public pb::MetaService::Service {
       }
       b.size = item.size();
       b.write_version = item.write_version();
+      if (item.has_attrs()) b.attrs = FromPb(item.attrs());
       b.generation = item.generation();
       b.new_parent = InodeId(item.new_parent());
       b.new_name = item.new_name();
