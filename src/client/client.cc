@@ -684,6 +684,7 @@ Status Client::Fallocate(OpenFile& file, int mode, uint64_t offset_bytes,
     }
   }
   std::lock_guard lock(file.mu);
+  AQ_RETURN_IF_ERROR(impl_->SettleQueuedCommit(file));  // its reply moves the write version
   if (end > file.size) {
     AQ_RETURN_IF_ERROR(impl_->EnsureLease(file));
   }

@@ -361,7 +361,13 @@ Result<size_t> Client::Impl::Write(OpenFile& f, uint64_t offset,
 
 Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
                             const Caller& caller, std::optional<Attributes>* committed) {
-  AQ_RETURN_IF_ERROR(SettleQueuedCommit(f));
+  if (f.commit_queued.load()) {
+    // Nothing was written since it was queued (a write, truncate or fallocate takes its answer
+    // first): a close, unlock or recall has nothing more to send (the batch goes before any
+    // other call of this client); fsync takes its answer and error.
+    if (!sync && attrs == nullptr) return OkStatus();
+    AQ_RETURN_IF_ERROR(SettleQueuedCommit(f));
+  }
   AQ_RETURN_IF_ERROR(FlushBuffers(f, sync));
   if (!f.dirty.load()) return OkStatus();
   // A stripe stored with fewer than unit_bytes (replicated copies) that the new size makes
@@ -499,6 +505,7 @@ Result<std::optional<Attributes>> Client::Impl::CommitWithAttrs(InodeId inode,
 }
 
 Status Client::Impl::Truncate(OpenFile& f, uint64_t new_size) {
+  AQ_RETURN_IF_ERROR(SettleQueuedCommit(f));  // its reply moves the write version
   AQ_RETURN_IF_ERROR(EnsureLease(f));
   AQ_RETURN_IF_ERROR(Commit(f, /*sync=*/false));
   const Layout& layout = f.layout;
