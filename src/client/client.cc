@@ -641,7 +641,7 @@ Status Client::Flush(OpenFile& file) {
   AQ_RETURN_IF_ERROR(impl_->Commit(file, /*sync=*/false));
   // A local create the server already refused (known without waiting: close does not wait
   // for the batch).
-  return file.created_locally ? impl_->meta_->CreateError(file.inode) : OkStatus();
+  return file.made_here ? impl_->meta_->CreateError(file.inode) : OkStatus();
 }
 
 Status Client::Fsync(OpenFile& file, bool datasync) {

@@ -234,6 +234,9 @@ class OpenFile {
   // Created by this client under an exclusive directory lease (MetaClient::CreateLocally) and
   // not written yet: its first write takes the lease its batched create got (EnsureLease).
   bool created_locally = false;
+  // Created by this client under an exclusive directory lease (stays set): its close and release
+  // report the error the server gave its batched create, once answered.
+  bool made_here = false;
   // A commit is queued and its answer not taken (SettleQueuedCommit): the handle's state is
   // still its writer state from before that commit. Read without mu by Overlay.
   std::atomic<bool> commit_queued{false};

@@ -119,9 +119,12 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
   file->opened_attr = reply.attr;
   file->registry = registry_;
   file->AdoptCommitted(reply.attr, reply.write_version);
-  // An open for write took the lease; a local create takes it at its first write.
-  file->lease_held.store(file->writable && !reply.created_locally);
-  file->created_locally = reply.created_locally;
+  // An open for write took the lease; a local create took it with a reserved version, or takes
+  // it at its first write.
+  const bool claim_later = reply.created_locally && reply.write_version == 0;
+  file->lease_held.store(file->writable && !claim_later);
+  file->created_locally = claim_later;
+  file->made_here = reply.created_locally;
   const bool regular = (reply.attr.mode & S_IFMT) == S_IFREG;
   if (regular) {
     Status valid = client::ValidateLayout(file->layout);
@@ -170,8 +173,8 @@ Status Client::Impl::Release(std::unique_ptr<OpenFile> f) {
     if (f->created_locally) {
       // Never written: the lease its batched create took goes with the release.
       (void)meta_->DropCreatedLease(f->inode);
-      if (result.ok()) result = meta_->CreateError(f->inode);
     }
+    if (result.ok() && f->made_here) result = meta_->CreateError(f->inode);
   }
   const InodeId inode = f->inode;
   const bool was_write = f->writable;

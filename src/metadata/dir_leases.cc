@@ -65,6 +65,11 @@ Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId se
   if (want_inodes > 0) {
     Txn txn(this);
     txn.new_inos = want_inodes;
+    // As many write versions: a file created for write under the lease starts writing at one
+    // of them without waiting for its create's batch.
+    out.version_first = next_version_;
+    out.version_count = want_inodes;
+    txn.new_versions = want_inodes;
     SessionRecord rec;
     rec.id = s;
     auto sess = sessions_.find(s);
@@ -92,6 +97,32 @@ Result<DirLeaseGrant> MetadataService::AcquireDirLease(InodeId dir, SessionId se
   Logger("meta")->debug("dir lease dir={} session={} granted={} inodes={}+{}", dir.value(), s,
                         out.granted, out.ino_first, out.ino_count);
   return out;
+}
+
+void MetadataService::CollectUnusedReservations(Txn& txn, uint64_t session) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  uint64_t last_used = 0;
+  {
+    std::lock_guard dl(dl_mu_);
+    auto it = dir_sessions_.find(session);
+    if (it == dir_sessions_.end()) return;
+    ranges.assign(it->second.reserved.begin(), it->second.reserved.end());
+    last_used = it->second.last_used;
+  }
+  size_t tasks = 0;
+  for (const auto& [first, end] : ranges) {
+    for (uint64_t ino = std::max(first, last_used + 1); ino < end; ++ino) {
+      if (txn.inodes.count(ino) || LoadInode(InodeId(ino)).status().code() != Code::kNotFound) {
+        continue;
+      }
+      AddGcTask(txn, InodeId(ino), 0, UINT64_MAX, false);
+      ++tasks;
+    }
+  }
+  if (tasks > 0) {
+    Logger("meta")->info("session={} ended: {} reserved inode numbers it did not use are collected",
+                         session, tasks);
+  }
 }
 
 bool MetadataService::InoReservedFor(uint64_t session, uint64_t ino) {
@@ -262,7 +293,16 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
         auto layout = NewFileLayout(*p, n.ino);
         if (!layout.ok()) return layout.status();
         n.layout = *layout;
-        if (it.open_for_write) r.write_version = NextWriteVersion(txn);
+        if (it.open_for_write && it.write_version != 0) {
+          // The client's, from its grant: any version handed out is unique to this new inode.
+          if (it.write_version >= next_version_) {
+            return InvalidArgument("batched create: write version " +
+                                   std::to_string(it.write_version) + " was never handed out");
+          }
+          r.write_version = it.write_version;
+        } else if (it.open_for_write) {
+          r.write_version = NextWriteVersion(txn);
+        }
         InodeState& st = txn.State(n.ino.value());
         OpenCount& oc = st.opens[s];
         oc.total++;
@@ -286,6 +326,13 @@ Result<std::vector<Result<OpenResult>>> MetadataService::ChangeBatch(
       return r;
     };
     out.push_back(one());
+    if (!out.back().ok() && it.kind == Kind::kCreate && it.write_version != 0 &&
+        it.ino.value() != 0 && InoReservedFor(s, it.ino.value()) &&
+        !txn.inodes.count(it.ino.value()) && LoadInode(it.ino).status().code() == Code::kNotFound) {
+      // Refused, and its writer may have stored chunks of this number already (it writes before
+      // the batch is answered): they go, as an unlinked file's.
+      AddGcTask(txn, it.ino, 0, UINT64_MAX, false);
+    }
   }
   AQ_RETURN_IF_ERROR(Apply(txn, sync));
   if (!made.empty()) {

@@ -121,6 +121,8 @@ struct BatchChange {
   // servers or attribute changes; `time` is its mtime. `parent` and `name` are not used. The
   // item's answer: the inode's attributes and the next write version, as Commit answers.
   uint64_t size = 0;            // bytes
+  // kCommit: the version committed. kCreate with open_for_write: the write version the client
+  // took from DirLeaseGrant's and already wrote chunks at (0: the server hands one out).
   uint64_t write_version = 0;
   std::vector<std::pair<uint64_t, uint64_t>> written_stripes;  // as CommitArgs
   bool stripes_malformed = false;  // the request's list was odd or too long: the item is refused
@@ -136,6 +138,10 @@ struct DirLeaseGrant {
   Inode dir;
   FileLayout file_layout;  // what a file created in `dir` gets, pg_start 0
   uint64_t generation = 0;  // the reserved numbers' inodes get this generation
+  // [version_first, version_first + version_count): write versions handed to the session with
+  // the numbers, for the files it creates for write (BatchChange::write_version).
+  uint64_t version_first = 0;
+  uint32_t version_count = 0;
 };
 
 struct CommitArgs {
@@ -745,6 +751,12 @@ class MetadataService {
   // Sessions (mu_ held).
   bool SessionAlive(uint64_t session);
   void ReleaseAllOf(Txn& txn, uint64_t session);
+  // A session that expired (its client died) may have written chunks of files it created under
+  // a directory lease whose batch never arrived: their inode numbers are the reserved ones
+  // above the last it used (numbers are taken in order). Each such number no inode has gets a
+  // GcTask{0, UINT64_MAX}, as an unlinked file's. (A session closed cleanly sent its batches
+  // first; its refused creates were collected when refused.)
+  void CollectUnusedReservations(Txn& txn, uint64_t session);
   Status MaybeDeleteOrphan(Txn& txn, InodeId ino);
   void TouchSession(SessionId session);
 

@@ -1230,6 +1230,7 @@ void MetadataService::Tick() {
       for (uint64_t id : expired) {
         const std::string client = sessions_.at(id)->client_name;
         ReleaseAllOf(txn, id);
+        CollectUnusedReservations(txn, id);
         Logger("meta")->info("expire session={}", id);
         events_.Record(EventSeverity::kWarning,
                        fmt::format("session {} of {} expired: silent over {} ms", id,

@@ -2201,5 +2201,51 @@ TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
   CheckInvariants();
 }
 
+// A file created for write under the lease writes at a version its grant reserved, before its
+// create is sent: the batched create takes that version (one never handed out is refused), a
+// refused create's number is collected (its writer may have stored chunks), and so are the
+// unused reserved numbers of a session that expires (its client died with creates unsent).
+TEST_F(DirLeaseTest, CreatesTakeReservedVersionsAndUnusedNumbersAreCollected) {
+  auto a = svc_->OpenSession("a", true);
+  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
+  ASSERT_TRUE(d.ok());
+  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
+  ASSERT_TRUE(g.ok() && g->granted);
+  ASSERT_EQ(g->version_count, 8u);
+  ASSERT_GT(g->version_first, 0u);
+  BatchChange mine = Item(d->ino, "f", g->ino_first);
+  mine.write_version = g->version_first + 3;
+  BatchChange unknown = Item(d->ino, "g", g->ino_first + 1);
+  unknown.write_version = g->version_first + 1000000;  // never handed out
+  BatchChange taken = Item(d->ino, "f", g->ino_first + 2);  // the name is taken: refused
+  taken.write_version = g->version_first + 4;
+  const size_t gc_before = svc_->PendingGcTasks().size();
+  auto r = svc_->ChangeBatch(a->session, {mine, unknown, taken}, false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE((*r)[0].ok()) << (*r)[0].status().ToString();
+  EXPECT_EQ((*r)[0]->write_version, g->version_first + 3);
+  EXPECT_EQ((*r)[1].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*r)[2].status().code(), Code::kAlreadyExists);
+  auto has_task = [&](uint64_t ino) {
+    for (const GcTask& t : svc_->PendingGcTasks()) {
+      if (t.ino.value() == ino && t.from_stripe == 0 && t.max_version == UINT64_MAX) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_task(g->ino_first + 1));   // refused: its chunks (if any) go
+  EXPECT_TRUE(has_task(g->ino_first + 2));
+  EXPECT_FALSE(has_task(g->ino_first));      // the file that exists keeps its chunks
+  EXPECT_EQ(svc_->PendingGcTasks().size(), gc_before + 2);
+  // The client dies: its session expires, and every reserved number above the last it used
+  // that no inode has is collected.
+  mono_ms_ += opts_.session_ttl_ms + 10;
+  svc_->Tick();
+  for (uint64_t ino = g->ino_first + 3; ino < g->ino_first + 8; ++ino) {
+    EXPECT_TRUE(has_task(ino)) << ino;
+  }
+  EXPECT_FALSE(has_task(g->ino_first));
+  CheckInvariants();
+}
+
 }  // namespace
 }  // namespace aquifer::meta

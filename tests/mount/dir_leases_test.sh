@@ -27,6 +27,8 @@
 #             fsync each send the batch; kill -9 of mount A after a burst of creates where every
 #             tenth file was fsynced:
 #             each fsynced file is there on B, and fsyncdir makes the rest durable;
+#   orphans   files written on a mount whose batches are held back, killed -9: the fsynced ones
+#             are whole, and the chunks of the never-created ones are collected (fsck clean);
 #   restart   kill -9 of aquifer-meta in the middle of an ingest on A (creates under the lease,
 #             reserved inode numbers outlive the restart): every file is there on B afterwards;
 # and `aquifer fsck` is clean at the end.
@@ -343,6 +345,65 @@ done
 survived=$(timeout "$T" ls "$B/k" | wc -l)
 aq_log "fsync: all 20 fsynced files there after kill -9 of A ($survived of 200 in all)"
 
+# ---- orphans: a file made for write under the lease writes its chunks at a write version its
+# grant reserved, before its create is sent. Mount E (its batch sender held back) writes 30
+# files, fsyncs the 10th and the 20th, and is killed -9: the fsynced files and those before them
+# are whole on B, the ones after are absent (or empty: their commit was not sent), and the chunks
+# E stored for files never created are collected when E's session expires (fsck at the end is
+# clean).
+AQ_FAILPOINT=client.change_batch.before_send:delay=12000 aq_mount "$AQ_SCRATCH/e" -o "$OPTS,dir_leases=1"
+E=$AQ_SCRATCH/e
+E_PID=${AQ_MOUNT_PIDS[-1]}
+mkdir "$E/o"
+timeout "$T" /usr/bin/python3 - "$E/o" <<'PY' || aq_fail "orphans: E's writes failed"
+import os, sys
+d = sys.argv[1]
+for i in range(30):
+    fd = os.open(os.path.join(d, f"o{i:02d}"), os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, bytes([65 + i]) * 3000)
+    if i in (9, 19):
+        os.fsync(fd)
+    os.close(fd)
+PY
+# Three more, 8 MiB each and still open at the kill: whole stripes go to the data servers while
+# the file is written, so chunks of inodes aquifer-meta never heard of are stored.
+/usr/bin/python3 - "$E/o" "$AQ_SCRATCH/e.ready" <<'PY' &
+import os, sys, time
+d, ready = sys.argv[1], sys.argv[2]
+fds = []
+for i in range(30, 33):
+    fd = os.open(os.path.join(d, f"o{i:02d}"), os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, bytes([65 + i]) * (8 << 20))
+    fds.append(fd)
+open(ready, "w").close()
+time.sleep(120)
+PY
+OPENER=$!
+aq_wait_for 60 "E's open writers" test -e "$AQ_SCRATCH/e.ready"
+sleep 0.5
+kill -KILL "$E_PID"
+wait "$E_PID" 2>/dev/null || true
+kill -KILL "$OPENER" 2>/dev/null || true
+wait "$OPENER" 2>/dev/null || true
+fusermount3 -uz "$E" || true
+for i in $(seq 0 19); do
+  f=$(printf "o%02d" "$i")
+  want=$(/usr/bin/python3 -c "import sys; sys.stdout.write(chr(65 + $i) * 3000)")
+  [ "$(timeout "$T" cat "$B/o/$f")" = "$want" ] || aq_fail "orphans: $f (fsynced or before) not whole on B"
+done
+# A later call of E's (its release of a file) may have sent some creates after the last fsync:
+# such a file is there empty (its commit was not sent) or whole, never anything else.
+for f in $(cd "$B/o" && timeout "$T" ls); do
+  i=$((10#${f#o}))
+  ((i >= 20)) || continue
+  got=$(timeout "$T" cat "$B/o/$f")
+  want=$(/usr/bin/python3 -c "import sys; sys.stdout.write(chr(65 + $i) * 3000)")
+  ((i < 30)) || want=""  # the open ones were never committed
+  [ -z "$got" ] || [ "$got" = "$want" ] || aq_fail "orphans: $f on B is neither empty nor whole"
+done
+n=$(timeout "$T" ls "$B/o" | wc -l)
+aq_log "orphans: E killed -9 with written files unsent; the 20 fsynced ones whole on B ($n of 33 there)"
+
 # ---- restart: kill -9 of aquifer-meta in the middle of an ingest under the lease.
 aq_mount "$A" -o "$OPTS,dir_leases=1"
 mkdir "$A/m"
@@ -387,6 +448,9 @@ for _ in $(seq 1 12); do
 done
 [ $rc = 0 ] && grep -q '^fsck: clean' "$AQ_SCRATCH/fsck.out" ||
   { head -n 30 "$AQ_SCRATCH/fsck.out" >&2; aq_fail "aquifer fsck not clean (rc $rc)"; }
+# E's expired session had its unused reserved numbers collected (the chunks of its open files).
+grep -q "reserved inode numbers it did not use are collected" "$AQ_SCRATCH/meta.log" ||
+  aq_fail "orphans: aquifer-meta collected no unused reserved numbers of E's expired session"
 # Only C's (mount2) changes were refused; A's (mount0, and mount3 after its restart) never.
 if grep -q "sent in a batch" "$AQ_SCRATCH"/mount[013].log; then
   grep "sent in a batch" "$AQ_SCRATCH"/mount[013].log | head -5 >&2

@@ -911,6 +911,7 @@ class GrpcMetaClient final : public MetaClient {
     if (names_.Find(parent, name) != DirNames::Known::kAbsent) return std::nullopt;
     if (!EnsureDirLease(parent, c)) return std::nullopt;
     Attributes attr;
+    uint64_t write_version = 0;
     const Timestamp now = WallNow();
     {
       std::lock_guard lock(dl_mu_);
@@ -938,6 +939,10 @@ class GrpcMetaClient final : public MetaClient {
       item.set_new_ino(ino);
       item.set_generation(ino_generation_);
       item.set_open_for_write(open_for_write);
+      if (open_for_write && ver_next_ != 0 && ver_next_ < ver_end_) {
+        write_version = ver_next_++;
+        item.set_write_version(write_version);
+      }
       QueueChangeLocked(std::move(item));
       local_files_[ino] = parent.value();
     }
@@ -947,6 +952,7 @@ class GrpcMetaClient final : public MetaClient {
     OpenReply reply;
     reply.attr = attr;
     reply.created_locally = true;
+    reply.write_version = write_version;
     return reply;
   }
 
@@ -1271,7 +1277,7 @@ class GrpcMetaClient final : public MetaClient {
           continue;
         }
         const pb::ChangeBatchResult& r = resp.results(static_cast<int>(i - begin));
-        if (item.open_for_write() && r.write_version() != 0) {
+        if (item.open_for_write() && item.write_version() == 0 && r.write_version() != 0) {
           if (created_leases_.size() >= kMaxKeptCreateResults) created_leases_.clear();
           created_leases_[item.new_ino()] = OpenReply{FromPb(r.attr()), r.write_version()};
         }
@@ -2014,6 +2020,9 @@ class GrpcMetaClient final : public MetaClient {
   std::unordered_map<uint64_t, int> asking_;  // AcquireDirLease calls in flight, by directory
   uint64_t dir_gen_ = 0;                       // give-backs so far
   uint64_t ino_next_ = 0, ino_end_ = 0;
+  // Write versions reserved with them [ver_next_, ver_end_): a file created for write takes one
+  // and writes at once (its create's batch answers with nothing it needs).
+  uint64_t ver_next_ = 0, ver_end_ = 0;
   uint64_t ino_generation_ = 0;  // the generation inodes of the reserved numbers get
   uint64_t reserved_session_ = 0;  // the session the numbers were reserved for
   std::vector<pb::ChangeBatchItem> pending_;
@@ -2056,6 +2065,7 @@ class GrpcMetaClient final : public MetaClient {
       std::lock_guard lock(dl_mu_);
       if (reserved_session_ != session) {  // numbers of another session are not ours to use
         ino_next_ = ino_end_ = 0;
+        ver_next_ = ver_end_ = 0;
         DropHeldDirsLocked();
         reserved_session_ = session;
       }
@@ -2106,6 +2116,8 @@ class GrpcMetaClient final : public MetaClient {
       ino_next_ = resp.ino_first();
       ino_end_ = resp.ino_first() + resp.ino_count();
       ino_generation_ = resp.generation();
+      ver_next_ = resp.version_first();
+      ver_end_ = resp.version_count() > 0 ? resp.version_first() + resp.version_count() : 0;
     }
     if (!resp.granted()) {
       if (refused_dirs_.size() > 4096) refused_dirs_.clear();

@@ -29,8 +29,10 @@ struct OpenReply {
   Attributes attr;
   uint64_t write_version = 0;
   bool unlink_pending = false;  // nlink 0, and its unlink has not returned (OpenResponse)
-  // Made by MetaClient::CreateLocally: the server has not heard of it yet (write_version 0; the
-  // handle takes the one its batched create got with TakeCreatedLease before it writes).
+  // Made by MetaClient::CreateLocally: the server has not heard of it yet. With write_version 0
+  // the handle takes the one its batched create got with TakeCreatedLease before it writes;
+  // otherwise it holds the write lease with that version from the start (a version the grant
+  // reserved, which the create carries).
   bool created_locally = false;
 };
 

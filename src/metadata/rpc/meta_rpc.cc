@@ -723,6 +723,8 @@ class ServiceImpl final : public pb::MetaService::Service {
       ToPb(r->dir, resp->mutable_dir_attr());
       ToPb(r->file_layout, resp->mutable_file_layout());
       resp->set_generation(r->generation);
+      resp->set_version_first(r->version_first);
+      resp->set_version_count(r->version_count);
     }
     return grpc::Status::OK;
   }
