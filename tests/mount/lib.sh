@@ -152,13 +152,15 @@ aq_read_port_file() { [ -s "$1" ] && grep -q ':' "$1"; }
 # for its port file: on 127.0.0.1 port 0 the first time (setting AQ_META_ADDR), afterwards again on
 # that address (clients and data servers know it). FAILPOINT arms AQ_FAILPOINT in that process.
 # AQ_META_FLAGS (e.g. "--repair-delay-ms 1000"), split on spaces, adds aquifer-meta flags.
+# AQ_HEARTBEAT_TIMEOUT_MS: a data server silent this long is down (1500: failure tests see it
+# soon; the benchmark uses the default 6000, so load alone marks no server down).
 aq_start_meta() {
   local -a env_fp=()
   [ -n "${1:-}" ] && env_fp=(env "AQ_FAILPOINT=$1")
   rm -f "$AQ_SCRATCH/meta.port"
   "${env_fp[@]}" "$AQ_META_BIN" --listen "${AQ_META_ADDR:-127.0.0.1:0}" --db "$AQ_SCRATCH/meta-db" \
     --port-file "$AQ_SCRATCH/meta.port" --k "$AQ_K" --m "$AQ_M" --unit-bytes "$AQ_UNIT_BYTES" \
-    --heartbeat-timeout-ms 1500 --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
+    --heartbeat-timeout-ms "${AQ_HEARTBEAT_TIMEOUT_MS:-1500}" --session-ttl-ms 5000 --log-level "$AQ_LOG_LEVEL" \
     --http-listen 127.0.0.1:0 --http-port-file "$AQ_SCRATCH/meta.http" ${AQ_META_FLAGS:-} \
     "${AQ_TLS_FLAGS[@]}" \
     >>"$AQ_SCRATCH/meta.log" 2>&1 &

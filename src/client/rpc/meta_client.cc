@@ -1404,6 +1404,9 @@ class GrpcMetaClient final : public MetaClient {
       // No more creates there from now; a grant on its way is not installed (dir_gen_).
       const bool known = held_dirs_.erase(dir.value()) != 0 || asking_.count(dir.value()) != 0;
       ++dir_gen_;
+      // Its files are another session's to see from now on (a new lease does not make them
+      // this client's alone again).
+      std::erase_if(local_files_, [&](const auto& kv) { return kv.second == dir.value(); });
       if (!known) return false;
     }
     Status flushed = FlushChanges(false);
@@ -2112,7 +2115,12 @@ class GrpcMetaClient final : public MetaClient {
       return false;
     }
     if (reserved_session_ != session) return false;
-    if (resp.ino_count() > 0) {
+    // Only a newer reservation replaces the one in use: two leases asked at once (tar's threads
+    // in two new directories) may each bring numbers, and their answers may come in either
+    // order. Numbers must be taken in order (the server refuses one at or below the last it
+    // saw used, and then collects its chunks): going back to the older range after using the
+    // newer one failed whole runs of tar's files with EIO.
+    if (resp.ino_count() > 0 && resp.ino_first() >= ino_end_) {
       ino_next_ = resp.ino_first();
       ino_end_ = resp.ino_first() + resp.ino_count();
       ino_generation_ = resp.generation();
