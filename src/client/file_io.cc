@@ -405,7 +405,7 @@ Status Client::Impl::Commit(OpenFile& f, bool sync, const AttrChanges* attrs,
   if (!sync && attrs == nullptr && committed == nullptr && missed.empty() &&
       degraded == 0 &&
       meta_->QueueCommit(f.inode, f.size, f.mtime, f.write_version, written)) {
-    // A file only this client knows (docs/design.md "Commits in the change batch"): its chunks
+    // A file only this client knows (docs/design.md "Commits in the batch"): its chunks
     // are written, the commit goes with the batch, and close does not wait for it.
     f.commit_queued.store(true);
     f.dirty.store(false);
@@ -441,17 +441,16 @@ Status Client::Impl::SettleQueuedCommit(OpenFile& f, bool soon) {
   return OkStatus();
 }
 
-void Client::Impl::AdoptCommitReply(OpenFile& f, const client::CommitReply& reply_in) {
-  const client::CommitReply* reply = &reply_in;
+void Client::Impl::AdoptCommitReply(OpenFile& f, const client::CommitReply& reply) {
   f.committed_version = f.write_version;
-  if (reply->next_write_version > f.write_version) f.write_version = reply->next_write_version;
+  if (reply.next_write_version > f.write_version) f.write_version = reply.next_write_version;
   f.stored_size = f.size;
   f.written_len.clear();
   f.dirty.store(false);
-  f.committed_stripes = reply->attr.stripes;
-  f.committed_abandoned = OpenFile::AbandonedOf(reply->attr);
-  f.truncate_floor = reply->attr.truncate_floor;
-  f.SetView(reply->attr);  // the committed size and version: f.size, f.committed_version
+  f.committed_stripes = reply.attr.stripes;
+  f.committed_abandoned = OpenFile::AbandonedOf(reply.attr);
+  f.truncate_floor = reply.attr.truncate_floor;
+  f.SetView(reply.attr);  // the committed size and version: f.size, f.committed_version
   {
     const auto now = std::chrono::steady_clock::now();
     MutexLock lock(registry_->mu);
@@ -463,7 +462,7 @@ void Client::Impl::AdoptCommitReply(OpenFile& f, const client::CommitReply& repl
       if (recent.size() >= 4096) recent.clear();
     }
     Registry::Committed& c = recent[f.inode];
-    if (reply->attr.data_version >= c.attr.data_version) c = Registry::Committed{reply->attr, now};
+    if (reply.attr.data_version >= c.attr.data_version) c = Registry::Committed{reply.attr, now};
   }
 }
 
