@@ -123,7 +123,7 @@ Status Client::Impl::Start() {
     meta_->SetCacheSession(session->id, cache_lease_);
     if (options_.dir_leases && !client_credential_) {
       dir_leases_on_ = true;
-      meta_->EnableDirLeases(options_.on_name_recalled);
+      meta_->EnableDirLeases(options_.on_name_recalled, options_.on_attrs_recalled);
       Logger("client")->info("exclusive directory leases on: creates are sent in batches");
     }
     Logger("client")->info("cache leases on (the server recalls within {} ms)",
@@ -261,12 +261,7 @@ Attributes Client::Impl::Overlay(Attributes attr) {
   for (auto it = begin; it != end; ++it) {
     OpenFile* f = it->second;
     if (f->writable) {
-      if (f->dirty.load() || f->commit_queued.load()) {
-        attr.size_bytes = f->local_size.load();
-        // The committed blocks lag the writes: at least what the size covers, as the server
-        // counts a file written from its start (a sparse one is counted high until its commit).
-        attr.blocks = std::max(attr.blocks, attr.size_bytes / 512 + (attr.size_bytes % 512 != 0));
-      }
+      if (f->dirty.load() || f->commit_queued.load()) attr.size_bytes = f->local_size.load();
     } else {
       // Close-to-open: a read handle sees what the metadata server now says.
       f->RefreshView(committed);

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "aquifer/units.h"
 #include "client/rpc/dir_names.h"
@@ -898,9 +899,10 @@ class GrpcMetaClient final : public MetaClient {
     if (flusher_.joinable()) flusher_.join();
   }
 
-  void EnableDirLeases(
-      std::function<void(InodeId parent, const std::string& name)> on_refused) override {
+  void EnableDirLeases(std::function<void(InodeId parent, const std::string& name)> on_refused,
+                       std::function<void(InodeId inode)> on_attrs_stale) override {
     on_refused_ = std::move(on_refused);
+    on_attrs_stale_ = std::move(on_attrs_stale);
     dir_leases_on_.store(true);
   }
 
@@ -1106,6 +1108,11 @@ class GrpcMetaClient final : public MetaClient {
       ToPb(c, item.mutable_caller());
       ToPb(now, item.mutable_time());
       FillSetAttr(ch, c, item.mutable_attrs());
+      // Answered from attributes that predate a queued commit (its blocks, its times): the
+      // kernel asks again once the batch is answered.
+      if (unsettled_.count(inode.value()) && stale_replies_.size() < kMaxKeptCreateResults) {
+        stale_replies_.insert(inode.value());
+      }
       // Kept before the item can be answered (its answer's attributes replace these).
       names_.Refresh(next);
       QueueChangeLocked(std::move(item));
@@ -1293,6 +1300,18 @@ class GrpcMetaClient final : public MetaClient {
       refused.swap(refused_names_);
     }
     answered_cv_.notify_all();
+    std::vector<InodeId> stale;  // settled now: the kernel asks again
+    {
+      std::lock_guard lock(dl_mu_);
+      for (auto it = stale_replies_.begin(); it != stale_replies_.end();) {
+        if (unsettled_.count(*it)) {
+          ++it;
+          continue;
+        }
+        stale.push_back(InodeId(*it));
+        it = stale_replies_.erase(it);
+      }
+    }
     for (InodeId dir : failed) names_.Forget(dir);
     // The committed files' attributes are kept where the old ones were (sizes, versions).
     for (const Attributes& attr : committed) names_.Refresh(attr);
@@ -1301,6 +1320,9 @@ class GrpcMetaClient final : public MetaClient {
     // The kernel here took those changes as made: it must ask again.
     if (on_refused_) {
       for (const auto& [parent, name] : refused) on_refused_(parent, name);
+    }
+    if (on_attrs_stale_) {
+      for (InodeId ino : stale) on_attrs_stale_(ino);
     }
     return result;
   }
@@ -2046,6 +2068,10 @@ class GrpcMetaClient final : public MetaClient {
   std::vector<InodeId> failed_dirs_;
   std::vector<std::pair<InodeId, std::string>> refused_names_;
   std::function<void(InodeId, const std::string&)> on_refused_;  // set before any change
+  std::function<void(InodeId)> on_attrs_stale_;                    // set before any change
+  // Files SetAttrLocally answered while a commit or setattr of theirs was still queued: the
+  // kernel is told to ask again once they are all answered (dl_mu_).
+  std::unordered_set<uint64_t> stale_replies_;
   std::atomic<uint64_t> local_creates_{0}, local_changes_{0}, batches_{0};
   // Queued commits and setattrs not answered yet, by inode (AwaitQueuedCommit), and how many.
   std::unordered_map<uint64_t, uint32_t> unsettled_;

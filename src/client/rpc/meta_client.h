@@ -192,11 +192,15 @@ class MetaClient {
   // nothing is created locally.
   // EnableDirLeases: from now on CreateLocally may answer (needs a cache session).
   // `on_refused(parent, name)` is called for each name a batched change the server refused had
-  // made or removed here (the caller drops it from its kernel's cache); from any thread, no lock
-  // held.
+  // made or removed here (the caller drops it from its kernel's cache); `on_attrs_stale(inode)`
+  // for each file whose attributes SetAttr answered itself while a commit of it was still
+  // queued (the answer's blocks predate that commit: the kernel must ask again); from any
+  // thread, no lock held.
   virtual void EnableDirLeases(
-      std::function<void(InodeId parent, const std::string& name)> on_refused = {}) {
+      std::function<void(InodeId parent, const std::string& name)> on_refused = {},
+      std::function<void(InodeId inode)> on_attrs_stale = {}) {
     (void)on_refused;
+    (void)on_attrs_stale;
   }
   // Creates regular file `name` in `parent` without a round trip when this client holds the
   // exclusive lease on `parent` (asked for here, one round trip, the first time) and knows the
