@@ -1826,6 +1826,19 @@ TEST_F(CacheLeaseTest, OffMeansNoLeasesAndNoWaits) {
 // another session's call on the directory first recalls the lease and waits for its give-back.
 class DirLeaseTest : public CacheLeaseTest {
  protected:
+  // Makes directory "d" in the root (mode 0777, into *dir) and has `session` granted the
+  // exclusive lease on it, with `inodes` numbers (and as many write versions) reserved; a
+  // failure is reported and leaves granted false.
+  DirLeaseGrant LeaseNewDir(SessionId session, uint32_t inodes, Inode* dir,
+                            const Caller& caller = Root()) {
+    auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return {};
+    *dir = *d;
+    auto g = svc_->AcquireDirLease(d->ino, session, inodes, caller);
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return g.ok() ? *g : DirLeaseGrant{};
+  }
   BatchChange Item(InodeId parent, const std::string& name, uint64_t ino) {
     BatchChange b;
     b.parent = parent;
@@ -1916,34 +1929,33 @@ TEST_F(DirLeaseTest, ASessionAloneInADirectoryGetsTheLeaseAndItsBatchAnswersEach
 TEST_F(DirLeaseTest, AnotherSessionsCallRecallsTheLeaseAndWaitsForTheGiveBack) {
   auto a = svc_->OpenSession("a", true);
   auto b = svc_->OpenSession("b", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
-  ASSERT_TRUE(g.ok() && g->granted);
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d);
+  ASSERT_TRUE(g.granted);
   // b's lookup in d recalls a's lease first; a gets it as a recall of d and gives it back
   // after its batch.
   auto look = std::async(std::launch::async, [&] {
-    auto guard = svc_->BreakDirLeases({d->ino.value()}, b->session.value());
-    return svc_->Lookup(d->ino, "made-by-a", Root(), b->session);
+    auto guard = svc_->BreakDirLeases({d.ino.value()}, b->session.value());
+    return svc_->Lookup(d.ino, "made-by-a", Root(), b->session);
   });
   auto recalled = svc_->WaitRecalls(a->session, std::chrono::milliseconds(2000), 0);
   ASSERT_TRUE(recalled.ok());
   ASSERT_EQ(recalled->write_leases.size(), 1u);
-  EXPECT_EQ(recalled->write_leases[0], d->ino);
+  EXPECT_EQ(recalled->write_leases[0], d.ino);
   EXPECT_EQ(look.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "made-by-a", g->ino_first)}, false);
+  auto r = svc_->ChangeBatch(a->session, {Item(d.ino, "made-by-a", g.ino_first)}, false);
   ASSERT_TRUE(r.ok() && (*r)[0].ok());
-  ASSERT_TRUE(svc_->ReturnLease(d->ino, a->session).ok());
+  ASSERT_TRUE(svc_->ReturnLease(d.ino, a->session).ok());
   auto seen = look.get();
   ASSERT_TRUE(seen.ok()) << seen.status().ToString();  // b sees what a made under the lease
-  EXPECT_EQ(seen->ino.value(), g->ino_first);
-  EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
+  EXPECT_EQ(seen->ino.value(), g.ino_first);
+  EXPECT_EQ(svc_->DirLeaseHolder(d.ino), 0u);
   // b now caches d: a is refused the lease from now on (and creates with Create).
-  auto again = svc_->AcquireDirLease(d->ino, a->session, 0, Root());
+  auto again = svc_->AcquireDirLease(d.ino, a->session, 0, Root());
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->granted);
   // A create of a's in d after the give-back still applies (it is late, not wrong).
-  auto late = svc_->ChangeBatch(a->session, {Item(d->ino, "late", g->ino_first + 1)}, false);
+  auto late = svc_->ChangeBatch(a->session, {Item(d.ino, "late", g.ino_first + 1)}, false);
   ASSERT_TRUE(late.ok() && (*late)[0].ok());
   CheckInvariants();
 }
@@ -1951,28 +1963,27 @@ TEST_F(DirLeaseTest, AnotherSessionsCallRecallsTheLeaseAndWaitsForTheGiveBack) {
 TEST_F(DirLeaseTest, ASilentHolderLosesTheLeaseAfterTheBoundAndItsLaterCreatesThereFail) {
   auto a = svc_->OpenSession("a", true);
   auto b = svc_->OpenSession("b", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
-  ASSERT_TRUE(g.ok() && g->granted);
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d);
+  ASSERT_TRUE(g.granted);
   const auto t0 = std::chrono::steady_clock::now();
   {
-    auto guard = svc_->BreakDirLeases({d->ino.value()}, b->session.value());
+    auto guard = svc_->BreakDirLeases({d.ino.value()}, b->session.value());
   }
   const auto waited = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(waited, std::chrono::milliseconds(2900));  // cache_lease_ms
   EXPECT_LT(waited, std::chrono::milliseconds(6000));
-  EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
-  auto r = svc_->ChangeBatch(a->session, {Item(d->ino, "late", g->ino_first)}, false);
+  EXPECT_EQ(svc_->DirLeaseHolder(d.ino), 0u);
+  auto r = svc_->ChangeBatch(a->session, {Item(d.ino, "late", g.ino_first)}, false);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].status().code(), Code::kStale);
-  EXPECT_EQ(svc_->Lookup(d->ino, "late", Root()).status().code(), Code::kNotFound);
+  EXPECT_EQ(svc_->Lookup(d.ino, "late", Root()).status().code(), Code::kNotFound);
   // An ended session's lease goes with it: nothing waits.
-  auto g2 = svc_->AcquireDirLease(d->ino, a->session, 0, Root());
+  auto g2 = svc_->AcquireDirLease(d.ino, a->session, 0, Root());
   ASSERT_TRUE(g2.ok());
   ASSERT_TRUE(svc_->CloseSession(a->session).ok());
   const auto t1 = std::chrono::steady_clock::now();
-  { auto guard = svc_->BreakDirLeases({d->ino.value()}, b->session.value()); }
+  { auto guard = svc_->BreakDirLeases({d.ino.value()}, b->session.value()); }
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(1000));
   CheckInvariants();
 }
@@ -2042,28 +2053,27 @@ TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
   UseRocksStore("dirlease");
   AddServers(6);
   auto a = svc_->OpenSession("a", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
-  ASSERT_TRUE(g.ok() && g->granted);
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d);
+  ASSERT_TRUE(g.granted);
   ReopenRocksStore();  // kill -9 of aquifer-meta with a's creates not sent yet
   // The lease went with the run; the numbers did not, and no new inode takes them.
-  EXPECT_EQ(svc_->DirLeaseHolder(d->ino), 0u);
+  EXPECT_EQ(svc_->DirLeaseHolder(d.ino), 0u);
   Inode other = File(kRootInode, "other");
-  EXPECT_GE(other.ino.value(), g->ino_first + 8);
-  BatchChange late = Item(d->ino, "after-restart", g->ino_first);
-  late.generation = g->generation;  // as the client told its kernel
+  EXPECT_GE(other.ino.value(), g.ino_first + 8);
+  BatchChange late = Item(d.ino, "after-restart", g.ino_first);
+  late.generation = g.generation;  // as the client told its kernel
   auto r = svc_->ChangeBatch(a->session, {late}, true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE((*r)[0].ok()) << (*r)[0].status().ToString();
   ReopenRocksStore();
-  auto f = svc_->Lookup(d->ino, "after-restart", Root());
+  auto f = svc_->Lookup(d.ino, "after-restart", Root());
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f->ino.value(), g->ino_first);
+  EXPECT_EQ(f->ino.value(), g.ino_first);
   // The generation the number was reserved in, not this run's: the client's kernel has the
   // inode with it (another generation makes the kernel fail the open files of the old inode).
-  EXPECT_EQ(f->generation, g->generation);
-  EXPECT_NE(other.generation, g->generation);
+  EXPECT_EQ(f->generation, g.generation);
+  EXPECT_NE(other.generation, g.generation);
   CheckInvariants();
 }
 
@@ -2074,11 +2084,10 @@ TEST_F(DirLeaseTest, ReservedNumbersOutliveACrash) {
 TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
   auto a = svc_->OpenSession("a", true);
   auto b = svc_->OpenSession("b", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
-  ASSERT_TRUE(g.ok() && g->granted);
-  auto made = svc_->ChangeBatch(a->session, {Item(d->ino, "f", g->ino_first)}, false);
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d);
+  ASSERT_TRUE(g.granted);
+  auto made = svc_->ChangeBatch(a->session, {Item(d.ino, "f", g.ino_first)}, false);
   ASSERT_TRUE(made.ok() && (*made)[0].ok());
   const uint64_t version = (*made)[0]->write_version;
   ASSERT_GT(version, 0u);
@@ -2092,19 +2101,19 @@ TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
     c.written_stripes = {{0, 1}};
     return c;
   };
-  BatchChange malformed = commit(g->ino_first, 10, version);
+  BatchChange malformed = commit(g.ino_first, 10, version);
   malformed.stripes_malformed = true;
-  BatchChange empty_range = commit(g->ino_first, 10, version);
+  BatchChange empty_range = commit(g.ino_first, 10, version);
   empty_range.written_stripes = {{3, 3}};
-  BatchChange unleased = Item(d->ino, "g", g->ino_first + 1);
+  BatchChange unleased = Item(d.ino, "g", g.ino_first + 1);
   unleased.open_for_write = false;  // another session takes its write lease below
   auto r = svc_->ChangeBatch(a->session,
-                             {commit(g->ino_first, 0, version + 1000000),  // never handed out
+                             {commit(g.ino_first, 0, version + 1000000),  // never handed out
                               malformed, empty_range,
-                              commit(g->ino_first + 1, 10, version),  // no such inode
+                              commit(g.ino_first + 1, 10, version),  // no such inode
                               unleased,
-                              commit(g->ino_first, 5000, version),
-                              commit(g->ino_first + 1, 0, 0)},  // version 0
+                              commit(g.ino_first, 5000, version),
+                              commit(g.ino_first + 1, 0, 0)},  // version 0
                              false);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->size(), 7u);
@@ -2119,19 +2128,19 @@ TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
   EXPECT_EQ((*r)[5]->attr.data_version, version);
   EXPECT_EQ((*r)[5]->attr.mtime, (Timespec{1800000001, 7}));
   EXPECT_GT((*r)[5]->write_version, version);  // the next version, as Commit answers
-  auto f = svc_->Lookup(d->ino, "f", Root());
+  auto f = svc_->Lookup(d.ino, "f", Root());
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->size, 5000u);
   EXPECT_EQ(f->data_version, version);
   ASSERT_TRUE(f->stripes.Find(0).written);  // the stripe map has the written stripe
   // An older version than the committed one is refused as Commit refuses it; another session
   // holding the write lease refuses the holder's commit.
-  auto old = svc_->ChangeBatch(a->session, {commit(g->ino_first, 1, version - 1)}, false);
+  auto old = svc_->ChangeBatch(a->session, {commit(g.ino_first, 1, version - 1)}, false);
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE((*old)[0].ok());
-  auto theirs = svc_->Open(InodeId(g->ino_first + 1), O_RDWR, b->session, Root());
+  auto theirs = svc_->Open(InodeId(g.ino_first + 1), O_RDWR, b->session, Root());
   ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
-  auto stolen = svc_->ChangeBatch(a->session, {commit(g->ino_first + 1, 1, version)}, false);
+  auto stolen = svc_->ChangeBatch(a->session, {commit(g.ino_first + 1, 1, version)}, false);
   ASSERT_TRUE(stolen.ok());
   EXPECT_EQ((*stolen)[0].status().code(), Code::kStale);
   CheckInvariants();
@@ -2142,14 +2151,13 @@ TEST_F(DirLeaseTest, ACommitInTheBatchBehindItsCreateIsTheFilesCommit) {
 // time; a size or ctime is refused there (a SetAttr call of its own).
 TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
   auto a = svc_->OpenSession("a", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, User(1000, 1000));
-  ASSERT_TRUE(g.ok() && g->granted);
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d, User(1000, 1000));
+  ASSERT_TRUE(g.granted);
   auto set = [&](uint32_t valid, uint32_t mode, uint32_t uid, uint32_t gid, Caller caller) {
     BatchChange c;
     c.kind = BatchChange::Kind::kSetAttr;
-    c.ino = InodeId(g->ino_first);
+    c.ino = InodeId(g.ino_first);
     c.caller = std::move(caller);
     c.time = Timespec{1800000002, 9};
     SetAttrArgs args;
@@ -2166,7 +2174,7 @@ TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
   no_attrs.attrs.reset();
   auto r = svc_->ChangeBatch(
       a->session,
-      {Item(d->ino, "f", g->ino_first),
+      {Item(d.ino, "f", g.ino_first),
        set(kSetMode, 02755, 0, 0, User(1000, 1000)),              // the owner, in the group
        set(kSetUid, 0, 0, 0, User(1000, 1000)),                   // chown to root: not root
        set(kSetGid, 0, 0, 77, User(1000, 1000)),                  // not in group 77
@@ -2194,7 +2202,7 @@ TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
   EXPECT_EQ((*r)[7]->attr.mode, S_IFREG | 0755u);
   EXPECT_EQ((*r)[7]->attr.uid, 3000u);
   EXPECT_EQ((*r)[8].status().code(), Code::kInvalidArgument);
-  auto f = svc_->Lookup(d->ino, "f", Root());
+  auto f = svc_->Lookup(d.ino, "f", Root());
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->mode, S_IFREG | 0755u);
   EXPECT_EQ(f->gid, 3000u);
@@ -2207,23 +2215,22 @@ TEST_F(DirLeaseTest, ASetattrInTheBatchFollowsSetattrsRules) {
 // unused reserved numbers of a session that expires (its client died with creates unsent).
 TEST_F(DirLeaseTest, CreatesTakeReservedVersionsAndUnusedNumbersAreCollected) {
   auto a = svc_->OpenSession("a", true);
-  auto d = svc_->Mkdir(kRootInode, "d", 0777, Root());
-  ASSERT_TRUE(d.ok());
-  auto g = svc_->AcquireDirLease(d->ino, a->session, 8, Root());
-  ASSERT_TRUE(g.ok() && g->granted);
-  ASSERT_EQ(g->version_count, 8u);
-  ASSERT_GT(g->version_first, 0u);
-  BatchChange mine = Item(d->ino, "f", g->ino_first);
-  mine.write_version = g->version_first + 3;
-  BatchChange unknown = Item(d->ino, "g", g->ino_first + 1);
-  unknown.write_version = g->version_first + 1000000;  // never handed out
-  BatchChange taken = Item(d->ino, "f", g->ino_first + 2);  // the name is taken: refused
-  taken.write_version = g->version_first + 4;
+  Inode d;
+  const DirLeaseGrant g = LeaseNewDir(a->session, 8, &d);
+  ASSERT_TRUE(g.granted);
+  ASSERT_EQ(g.version_count, 8u);
+  ASSERT_GT(g.version_first, 0u);
+  BatchChange mine = Item(d.ino, "f", g.ino_first);
+  mine.write_version = g.version_first + 3;
+  BatchChange unknown = Item(d.ino, "g", g.ino_first + 1);
+  unknown.write_version = g.version_first + 1000000;  // never handed out
+  BatchChange taken = Item(d.ino, "f", g.ino_first + 2);  // the name is taken: refused
+  taken.write_version = g.version_first + 4;
   const size_t gc_before = svc_->PendingGcTasks().size();
   auto r = svc_->ChangeBatch(a->session, {mine, unknown, taken}, false);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE((*r)[0].ok()) << (*r)[0].status().ToString();
-  EXPECT_EQ((*r)[0]->write_version, g->version_first + 3);
+  EXPECT_EQ((*r)[0]->write_version, g.version_first + 3);
   EXPECT_EQ((*r)[1].status().code(), Code::kInvalidArgument);
   EXPECT_EQ((*r)[2].status().code(), Code::kAlreadyExists);
   auto has_task = [&](uint64_t ino) {
@@ -2232,18 +2239,18 @@ TEST_F(DirLeaseTest, CreatesTakeReservedVersionsAndUnusedNumbersAreCollected) {
     }
     return false;
   };
-  EXPECT_TRUE(has_task(g->ino_first + 1));   // refused: its chunks (if any) go
-  EXPECT_TRUE(has_task(g->ino_first + 2));
-  EXPECT_FALSE(has_task(g->ino_first));      // the file that exists keeps its chunks
+  EXPECT_TRUE(has_task(g.ino_first + 1));   // refused: its chunks (if any) go
+  EXPECT_TRUE(has_task(g.ino_first + 2));
+  EXPECT_FALSE(has_task(g.ino_first));      // the file that exists keeps its chunks
   EXPECT_EQ(svc_->PendingGcTasks().size(), gc_before + 2);
   // The client dies: its session expires, and every reserved number above the last it used
   // that no inode has is collected.
   mono_ms_ += opts_.session_ttl_ms + 10;
   svc_->Tick();
-  for (uint64_t ino = g->ino_first + 3; ino < g->ino_first + 8; ++ino) {
+  for (uint64_t ino = g.ino_first + 3; ino < g.ino_first + 8; ++ino) {
     EXPECT_TRUE(has_task(ino)) << ino;
   }
-  EXPECT_FALSE(has_task(g->ino_first));
+  EXPECT_FALSE(has_task(g.ino_first));
   CheckInvariants();
 }
 
