@@ -2141,11 +2141,11 @@ class GrpcMetaClient final : public MetaClient {
       return false;
     }
     if (reserved_session_ != session) return false;
-    // Only a newer reservation replaces the one in use: two leases asked at once (tar's threads
+    // Only a newer reservation replaces the one in use: two leases asked at once (two writers
     // in two new directories) may each bring numbers, and their answers may come in either
     // order. Numbers must be taken in order (the server refuses one at or below the last it
-    // saw used, and then collects its chunks): going back to the older range after using the
-    // newer one failed whole runs of tar's files with EIO.
+    // saw used, and then collects its chunks), so going back to the older range after using
+    // the newer one would fail those files' creates and writes.
     if (resp.ino_count() > 0 && resp.ino_first() >= ino_end_) {
       ino_next_ = resp.ino_first();
       ino_end_ = resp.ino_first() + resp.ino_count();
