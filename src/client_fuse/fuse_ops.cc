@@ -358,6 +358,11 @@ void OnMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, d
 
 void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   DirChanges::Scope changing(DaemonOf(req).dir_changes, parent);
+  // delay: a slow mkdir of a name starting "failpoint-slow-mkdir", a change of this mount that
+  // holds the kernel's lock of `parent` meanwhile (tests/mount/recall_dir_lock_test.sh).
+  if (std::string_view(name).starts_with("failpoint-slow-mkdir")) {
+    AQ_FAILPOINT("fuse.mkdir.slow_name");
+  }
   mode_t m = S_IFDIR | (mode & 07777 & ~UmaskOf(req));
   ReplyEntryResult(req, ClientOf(req).Mkdir(InodeId(parent), name, m, CallerOf(req, true)),
                    "mkdir");

@@ -16,13 +16,20 @@ constexpr size_t kKeepAtMost = 4096;
 KernelInvalidator::KernelInvalidator(fuse_session* session, std::chrono::milliseconds bound,
                                      std::function<bool(uint64_t)> kernel_has,
                                      std::chrono::milliseconds name_bound,
-                                     std::function<bool(uint64_t)> dir_changing)
+                                     std::function<bool(uint64_t)> dir_changing,
+                                     size_t name_threads)
     : session_(session),
       bound_(bound),
       kernel_has_(std::move(kernel_has)),
       name_bound_(std::max(name_bound, bound)),
       dir_changing_(std::move(dir_changing)) {
-  for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { Loop(lane); });
+  lanes_[0].sending.assign(1, 0);
+  lanes_[1].sending.assign(std::max<size_t>(name_threads, 1), 0);
+  for (Lane& lane : lanes_) {
+    for (size_t slot = 0; slot < lane.sending.size(); ++slot) {
+      lane.threads.emplace_back([this, &lane, slot] { Loop(lane, slot); });
+    }
+  }
 }
 
 KernelInvalidator::~KernelInvalidator() { Stop(); }
@@ -38,7 +45,9 @@ void KernelInvalidator::Stop() {
     lane.sent_cv.notify_all();
   }
   for (Lane& lane : lanes_) {
-    if (lane.thread.joinable()) lane.thread.join();
+    for (std::thread& t : lane.threads) {
+      if (t.joinable()) t.join();
+    }
   }
 }
 
@@ -58,7 +67,7 @@ void KernelInvalidator::ResendLocked(const Item& item, Clock::time_point now) {
     while (at != lane.delayed.begin() && std::prev(at)->due > d.due) --at;
     lane.delayed.insert(at, std::move(d));
   }
-  lane.work_cv.notify_one();
+  lane.work_cv.notify_all();
 }
 
 void KernelInvalidator::Replay(uint64_t after_epoch) {
@@ -68,6 +77,22 @@ void KernelInvalidator::Replay(uint64_t after_epoch) {
   for (const Kept& k : kept_) {
     if (k.epoch > after_epoch) ResendLocked(k.item, now);
   }
+}
+
+bool KernelInvalidator::DirBusy(const Lane& lane, const Item& item) {
+  return item.is_name &&
+         std::find(lane.sending.begin(), lane.sending.end(), item.inode) != lane.sending.end();
+}
+
+bool KernelInvalidator::NameMayBeSkipped(const Lane& lane, uint64_t id, uint64_t dir) {
+  if (dir_changing_(dir)) return true;
+  const bool queued = std::any_of(lane.queue.begin(), lane.queue.end(),
+                                  [id](const Job& j) { return j.id == id; });
+  if (!queued) return false;  // being sent: its own directory's lock is what it waits for
+  for (uint64_t busy : lane.sending) {
+    if (busy == 0 || !dir_changing_(busy)) return false;  // a thread is or will be free
+  }
+  return true;
 }
 
 void KernelInvalidator::Queue(Item item, uint64_t epoch) {
@@ -81,21 +106,21 @@ void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   Lane& lane = LaneOf(item);
   const bool is_name = item.is_name;
   const uint64_t dir = item.inode;
-  lane.queue.push_back(std::move(item));
-  const uint64_t ticket = ++lane.queued;
-  lane.work_cv.notify_one();
-  auto sent = [&]() REQUIRES(mu_) { return stop_ || lane.sent >= ticket; };
+  const uint64_t id = ++lane.next_id;
+  lane.queue.push_back(Job{id, std::move(item)});
+  lane.unsent.insert(id);
+  lane.work_cv.notify_all();
+  auto sent = [&]() REQUIRES(mu_) { return stop_ || !lane.unsent.count(id); };
   if (lane.sent_cv.wait_for(lock.native(), bound_, sent)) return;
   if (!is_name || !dir_changing_) {
     Logger("fuse")->debug("kernel invalidation still queued after {} ms; acknowledged anyway",
                           bound_.count());
     return;
   }
-  // A name: wait on unless a change of this mount holds the directory the lane waits for (its
-  // own, or one ahead of it in the lane), which may wait for the host that waits for us.
+  // A name: wait on unless a change of this mount holds its directory, which may wait for the
+  // host that waits for us.
   for (;;) {
-    const uint64_t blocking = lane.sending_dir;
-    if (dir_changing_(dir) || (blocking != 0 && dir_changing_(blocking))) {
+    if (NameMayBeSkipped(lane, id, dir)) {
       Logger("fuse")->debug("kernel invalidation of a name still queued after {} ms (a change "
                             "of this mount holds the directory); acknowledged anyway",
                             std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -122,48 +147,60 @@ int KernelInvalidator::Send(const Item& item) {
   return rc;
 }
 
-void KernelInvalidator::Loop(Lane& lane) {
+void KernelInvalidator::Loop(Lane& lane, size_t slot) {
   MutexLock lock(mu_);
   for (;;) {
     if (stop_) return;
-    if (!lane.queue.empty()) {
-      Item item = std::move(lane.queue.front());
-      lane.queue.pop_front();
-      lane.sending_dir = item.is_name ? item.inode : 0;
+    // The first queued notification whose directory no other thread is sending to.
+    auto job = std::find_if(lane.queue.begin(), lane.queue.end(),
+                            [&](const Job& j) REQUIRES(mu_) { return !DirBusy(lane, j.item); });
+    if (job != lane.queue.end()) {
+      Job taken = std::move(*job);
+      lane.queue.erase(job);
+      lane.sending[slot] = taken.item.is_name ? taken.item.inode : 0;
       lock.Unlock();
-      int rc = Send(item);
-      if (rc == -ENOENT && !item.is_name && kernel_has_ && kernel_has_(item.inode)) {
+      int rc = Send(taken.item);
+      if (rc == -ENOENT && !taken.item.is_name && kernel_has_ && kernel_has_(taken.item.inode)) {
         const Clock::time_point give_up = Clock::now() + bound_;
         while (rc == -ENOENT && Clock::now() < give_up) {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
-          rc = Send(item);
+          rc = Send(taken.item);
         }
       }
       lock.Lock();
-      lane.sending_dir = 0;
-      ++lane.sent;
+      lane.sending[slot] = 0;
+      lane.unsent.erase(taken.id);
       lane.sent_cv.notify_all();
+      lane.work_cv.notify_all();  // names of this directory may be waiting for it
       // The kernel does not know the inode or name: it may be making it from a reply that
       // crossed this recall (see the header). Sent again when it has.
-      if (rc == -ENOENT && !stop_) ResendLocked(item, Clock::now());
+      if (rc == -ENOENT && !stop_) ResendLocked(taken.item, Clock::now());
       continue;
     }
-    if (!lane.delayed.empty() && lane.delayed.front().due <= Clock::now()) {
-      Item item = std::move(lane.delayed.front().item);
-      lane.delayed.pop_front();
-      lane.sending_dir = item.is_name ? item.inode : 0;
+    const Clock::time_point now = Clock::now();
+    auto due = std::find_if(lane.delayed.begin(), lane.delayed.end(),
+                            [&](const Delayed& d) REQUIRES(mu_) {
+                              return d.due <= now && !DirBusy(lane, d.item);
+                            });
+    if (due != lane.delayed.end()) {
+      Item item = std::move(due->item);
+      lane.delayed.erase(due);
+      lane.sending[slot] = item.is_name ? item.inode : 0;
       lock.Unlock();
       Send(item);
       lock.Lock();
-      lane.sending_dir = 0;
+      lane.sending[slot] = 0;
+      lane.work_cv.notify_all();
       continue;
     }
-    if (lane.delayed.empty()) {
-      lane.work_cv.wait(lock.native(), [&]() REQUIRES(mu_) {
-        return stop_ || !lane.queue.empty() || !lane.delayed.empty();
-      });
+    // Nothing this thread may send now: wait for new work, a thread to finish, or the next
+    // resend to fall due.
+    auto next = std::find_if(lane.delayed.begin(), lane.delayed.end(),
+                             [&](const Delayed& d) { return d.due > now; });
+    if (next == lane.delayed.end()) {
+      lane.work_cv.wait(lock.native());
     } else {
-      lane.work_cv.wait_until(lock.native(), lane.delayed.front().due);
+      lane.work_cv.wait_until(lock.native(), next->due);
     }
   }
 }
