@@ -60,7 +60,10 @@ constexpr size_t kPayloadOffset = 4096;
 static_assert(kPayloadOffset >= sizeof(RingReqHeader) + sizeof(fuse_in_header) + kOpInBytes);
 
 // The FUSE payload of the largest request of a connection (the kernel's max_payload_sz).
-constexpr size_t kMinReadBuffer = 8192;  // FUSE_MIN_READ_BUFFER
+constexpr size_t kMinReadBuffer = 8192;
+// Threads a queue may add for parked requests (each holds one entry: a payload buffer of the
+// connection's largest request, 1 MiB by default).
+constexpr unsigned kMaxSpareThreads = 64;  // FUSE_MIN_READ_BUFFER
 constexpr unsigned kDefaultMaxPages = 32;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("fuse"); }
@@ -119,7 +122,8 @@ struct FuseUring::Impl {
 
   mutable std::mutex state_mu;
   std::string transport;  // guarded by state_mu
-  std::vector<std::unique_ptr<RingThread>> threads;  // set once, under state_mu
+  std::vector<std::unique_ptr<RingThread>> threads;  // under state_mu; only grows
+  std::vector<unsigned> spares;  // per queue: threads added for parked entries (state_mu)
 
   std::mutex inflight_mu;
   std::unordered_map<uint64_t, RingEntry*> inflight;  // guarded by inflight_mu
@@ -130,6 +134,12 @@ struct FuseUring::Impl {
   }
   ssize_t WriteInitReply(int fd, const iovec* iov, int count);
   bool StartRings();
+  // Makes and starts one more thread of queue `qid` with one entry (the entry of a thread of
+  // that queue was parked). False when the queue has kMaxSpareThreads spares already, the
+  // session is stopping, or the ring cannot be made.
+  bool AddThread(uint16_t qid);
+  // Makes `t`'s ring, eventfd and first entry (nothing registered); "" or what failed.
+  std::string MakeRingThread(RingThread& t, uint16_t qid);
   bool CommitRingReply(uint64_t unique, const iovec* iov, int count);
 };
 
@@ -207,10 +217,16 @@ ssize_t FuseUring::Impl::WriteInitReply(int fd, const iovec* iov, int count) {
   if (oh.error == 0 && reply.size() >= sizeof oh + sizeof(fuse_init_out)) {
     fuse_init_out out;
     std::memcpy(&out, reply.data() + sizeof oh, sizeof out);
+    // Lookups and readdirs of one directory in parallel (see the header). The kernel knows
+    // the flag since 7.25 (Linux 4.7).
+    out.flags |= FUSE_PARALLEL_DIROPS;
+    std::memcpy(reply.data() + sizeof oh, &out, sizeof out);
     const unsigned max_pages = (out.flags & FUSE_MAX_PAGES) ? out.max_pages : kDefaultMaxPages;
     payload_bytes = std::max<size_t>({kMinReadBuffer, out.max_write, size_t{max_pages} * 4096});
     payload_bytes = (payload_bytes + 4095) / 4096 * 4096;
-    if (!offered) {
+    if (!options.rings) {
+      SetTransport("dev");
+    } else if (!offered) {
       SetTransport("dev");
       Log()->info("fuse transport=dev: the kernel did not offer FUSE over io_uring at INIT");
     } else if (StartRings()) {
@@ -257,18 +273,44 @@ bool FuseUring::Impl::StartRings() {
   for (unsigned q = 0; q < queues; ++q) {
     for (unsigned i = 0; i < options.threads_per_queue; ++i) {
       RingThread& t = *made.emplace_back(std::make_unique<RingThread>());
-      t.impl = this;
-      t.qid = static_cast<uint16_t>(q);
-      int rc = io_uring_queue_init(16, &t.ring, IORING_SETUP_SQE128);
-      if (rc < 0) return undo(std::string("io_uring_queue_init: ") + std::strerror(-rc));
-      t.ring_made = true;
-      t.wake_fd = eventfd(0, EFD_CLOEXEC);
-      if (t.wake_fd < 0) return undo(std::string("eventfd: ") + std::strerror(errno));
-      if (t.NewEntry() == nullptr) return undo("out of memory for a ring entry");
+      std::string error = MakeRingThread(t, static_cast<uint16_t>(q));
+      if (!error.empty()) return undo(error);
     }
   }
   std::lock_guard lock(state_mu);
   threads = std::move(made);
+  spares.assign(queues, 0);
+  return true;
+}
+
+std::string FuseUring::Impl::MakeRingThread(RingThread& t, uint16_t qid) {
+  t.impl = this;
+  t.qid = qid;
+  int rc = io_uring_queue_init(16, &t.ring, IORING_SETUP_SQE128);
+  if (rc < 0) return std::string("io_uring_queue_init: ") + std::strerror(-rc);
+  t.ring_made = true;
+  t.wake_fd = eventfd(0, EFD_CLOEXEC);
+  if (t.wake_fd < 0) return std::string("eventfd: ") + std::strerror(errno);
+  if (t.NewEntry() == nullptr) return "out of memory for a ring entry";
+  return "";
+}
+
+bool FuseUring::Impl::AddThread(uint16_t qid) {
+  std::lock_guard lock(state_mu);
+  if (stopping.load() || qid >= spares.size() || spares[qid] >= kMaxSpareThreads) return false;
+  auto t = std::make_unique<RingThread>();
+  std::string error = MakeRingThread(*t, qid);
+  if (!error.empty()) {
+    if (t->ring_made) io_uring_queue_exit(&t->ring);
+    if (t->wake_fd >= 0) close(t->wake_fd);
+    Log()->warn("fuse ring: queue {}: no thread added for a parked request ({}); its thread "
+                "serves on with a second entry", qid, error);
+    return false;
+  }
+  ++spares[qid];
+  RingThread* p = t.get();
+  threads.push_back(std::move(t));
+  p->thread = std::thread([p] { p->Run(); });
   return true;
 }
 
@@ -414,9 +456,17 @@ void RingThread::Handle(RingEntry* e) {
   buf.mem = start;
   fuse_session_process_buf(impl->se, &buf);
   if (!e->replied_here) {
-    // Its reply comes from another thread later (a parked lock): serve on with a new entry.
-    RingEntry* fresh = NewEntry();
-    if (fresh != nullptr) PrepCmd(fresh, kCmdRegister, 0);
+    // Its reply comes from another thread later (a parked lock), and the entry stays with the
+    // kernel until then: a new thread with an entry of its own takes its place. (A second
+    // entry on this thread was available to the kernel while the thread was busy with another
+    // request, so a request the kernel put there waited for that one: a write stuck on a dead
+    // data server for 2 s held every such request, lookups and creates holding directory locks
+    // included, and the other host's recall of a name in those directories was acknowledged
+    // unsent; the 3-minute storm.) Only when that fails does this thread take a second entry.
+    if (!impl->AddThread(qid)) {
+      RingEntry* fresh = NewEntry();
+      if (fresh != nullptr) PrepCmd(fresh, kCmdRegister, 0);
+    }
   }
   if (!impl->logged_first.load(std::memory_order_relaxed) && !impl->logged_first.exchange(true)) {
     Log()->info("fuse transport=uring: first request answered on a ring (opcode={})", in.opcode);
@@ -494,13 +544,16 @@ Result<std::unique_ptr<FuseUring>> FuseUring::Install(fuse_session* se, Options 
     return InvalidArgument("threads_per_queue must be 1..64");
   }
   // A probe: this process can make the rings' kind of io_uring.
-  io_uring probe;
-  int rc = io_uring_queue_init(2, &probe, IORING_SETUP_SQE128);
-  if (rc < 0) {
-    return Unavailable(std::string("cannot make an io_uring with 128-byte SQEs: ") +
-                       std::strerror(-rc));
+  int rc = 0;
+  if (options.rings) {
+    io_uring probe;
+    rc = io_uring_queue_init(2, &probe, IORING_SETUP_SQE128);
+    if (rc < 0) {
+      return Unavailable(std::string("cannot make an io_uring with 128-byte SQEs: ") +
+                         std::strerror(-rc));
+    }
+    io_uring_queue_exit(&probe);
   }
-  io_uring_queue_exit(&probe);
   auto impl = std::make_unique<Impl>();
   impl->se = se;
   impl->dev_fd = fuse_session_fd(se);

@@ -24,9 +24,16 @@
 //   - The writer hook sends a reply to a ring request back through its entry's ring: the reply is
 //     copied into the entry's buffers and COMMIT_AND_FETCH commits it and waits for the next
 //     request in the same submission. A reply made on another thread (a parked blocking lock) is
-//     handed to the entry's thread through an eventfd; the thread registers a new entry while one
-//     waits for such a reply, so it keeps serving.
+//     handed to the entry's thread through an eventfd. While a request waits for such a reply
+//     its entry stays with the kernel, so the queue gets a new thread with an entry of its own
+//     (at most 64 such a queue); the parked thread serves again once its reply went out. Every
+//     thread holds one entry: an idle entry of a busy thread would hold the request the kernel
+//     puts in it until that thread is free.
 //   - Replies to /dev/fuse requests and notifications (unique 0) are written to /dev/fuse.
+// The INIT reply also gets FUSE_PARALLEL_DIROPS, on either transport: libfuse 3.14 takes
+// FUSE_CAP_PARALLEL_DIROPS in `want` but never puts the flag in its reply, so the kernel
+// serialised every lookup and readdir of a directory (fuse_lock_inode), and one slow lookup
+// held all the others in that directory, and the locks of the changes waiting behind them.
 // What stays on /dev/fuse, as the kernel sends it there: FUSE_INIT, FORGET and BATCH_FORGET,
 // INTERRUPT, and replies to notifications. Not supported on the rings: splice (the mount turns
 // libfuse's splice capabilities off under this transport) and NOTIFY_RETRIEVE replies.
@@ -58,6 +65,9 @@ class FuseUring {
     // -o transport=uring: when the kernel does not offer the rings at FUSE_INIT, or they cannot
     // be made, the session ends (the mount goes away) instead of going on over /dev/fuse.
     bool required = false;
+    // false: never the rings (-o transport=dev, or a kernel that does not offer them); the
+    // hooks only complete the INIT reply (below) and pass every other message through.
+    bool rings = true;
   };
 
   // Installs the hooks on `se` (mounted, loop not started); whether the rings are used is

@@ -106,6 +106,7 @@ void KernelInvalidator::Queue(Item item, uint64_t epoch) {
   Lane& lane = LaneOf(item);
   const bool is_name = item.is_name;
   const uint64_t dir = item.inode;
+  const std::string name = item.name;
   const uint64_t id = ++lane.next_id;
   lane.queue.push_back(Job{id, std::move(item)});
   lane.unsent.insert(id);
@@ -129,7 +130,8 @@ void KernelInvalidator::Queue(Item item, uint64_t epoch) {
     }
     if (Clock::now() - now >= name_bound_) {
       Logger("fuse")->info("kernel invalidation of a name still queued after {} ms (a request "
-                           "holds the directory); acknowledged anyway", name_bound_.count());
+                           "holds the directory); acknowledged anyway dir={} name={}",
+                           name_bound_.count(), dir, name);
       return;
     }
     if (lane.sent_cv.wait_for(lock.native(), std::chrono::milliseconds(2), sent)) return;

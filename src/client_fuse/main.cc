@@ -393,12 +393,26 @@ int Run(int argc, char** argv) {
   // The transport: FUSE over io_uring when asked or offered (fuse_uring.h); the hooks decide at
   // FUSE_INIT, from what the kernel offers then, and log the choice.
   std::unique_ptr<FuseUring> uring;
-  if (opts.transport == FuseTransport::kDev) {
-    Logger("fuse")->info("fuse transport=dev (-o transport=dev)");
-  } else if (opts.transport == FuseTransport::kAuto && !KernelOffersFuseUring()) {
-    Logger("fuse")->info(
-        "fuse transport=dev: the kernel does not offer FUSE over io_uring "
-        "(/sys/module/fuse/parameters/enable_uring is not Y)");
+  std::unique_ptr<FuseUring> init_hooks;  // /dev/fuse: the hooks complete the INIT reply only
+  const bool dev_only = opts.transport == FuseTransport::kDev ||
+                        (opts.transport == FuseTransport::kAuto && !KernelOffersFuseUring());
+  if (dev_only) {
+    if (opts.transport == FuseTransport::kDev) {
+      Logger("fuse")->info("fuse transport=dev (-o transport=dev)");
+    } else {
+      Logger("fuse")->info(
+          "fuse transport=dev: the kernel does not offer FUSE over io_uring "
+          "(/sys/module/fuse/parameters/enable_uring is not Y)");
+    }
+    FuseUring::Options hooks_only;
+    hooks_only.rings = false;
+    auto installed = FuseUring::Install(se, hooks_only);
+    if (installed.ok()) {
+      init_hooks = std::move(*installed);
+    } else {
+      Logger("fuse")->warn("fuse: lookups of one directory stay serialised (the INIT reply "
+                           "cannot be completed: {})", installed.status().ToString());
+    }
   } else {
     FuseUring::Options uring_options;
     uring_options.threads_per_queue = std::clamp(opts.max_threads / 2, 2u, 16u);
@@ -456,6 +470,7 @@ int Run(int argc, char** argv) {
   if (http) http->Stop();
   if (invalidator) invalidator->Stop();  // later recalls ask nothing of the kernel
   fuse_session_unmount(se);
+  if (init_hooks) init_hooks->Stop();
   if (uring) {
     uring->Stop();
     Logger("fuse")->info("fuse transport={}: {} requests answered on the rings", uring->transport(),

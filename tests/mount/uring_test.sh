@@ -70,13 +70,60 @@ n=$(sed -n 's/.*fuse transport=uring: \([0-9]*\) requests answered on the rings.
 [ -n "$n" ] && [ "$n" -ge 10 ] || aq_fail "ring requests: '${n}'"
 aq_log "auto with enable_uring=Y: transport=uring, $n requests answered on the rings"
 
+# 3b. Parked requests do not strand others. A blocking lock's request is answered later from
+#     another thread, and its ring entry stays with the kernel meanwhile; the queue must go on
+#     serving without giving a busy thread a second entry, or a request the kernel puts in that
+#     entry waits for whatever the thread is doing. Here: 3 rounds of 12 processes queueing for
+#     one flock (36 parked requests), then a lookup a fail point makes 3 s long, and during it
+#     60 stats of names the kernel has not seen, one after another: none may wait for the slow
+#     lookup. Before: one in a run took 3 s (a stat queued behind the lookup on its thread), and
+#     in the 3-minute storm lookups and creates holding directory locks waited behind a write
+#     stuck on a dead data server, so another host's name recall was acknowledged unsent.
+AQ_FAILPOINT=fuse.lookup.slow_name:delay=3000 aq_mount "$M" -o transport=uring
+touch "$M/lockfile"
+for round in 1 2 3; do
+  pids=()
+  for i in $(seq 1 12); do
+    timeout "$T" flock "$M/lockfile" sleep 0.02 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || aq_fail "flock round $round failed"; done
+done
+mkdir "$M/other"
+# $1: the directory the 60 stats look names up in.
+stats_during_slow_lookup() {
+  (stat "$M/failpoint-slow-lookup-$RANDOM" >/dev/null 2>&1 || true) &
+  local slow=$! worst=0 i t0 ms
+  sleep 0.3
+  for i in $(seq 1 60); do
+    t0=$(date +%s%N)
+    timeout "$T" stat "$1/absent-$i" >/dev/null 2>&1 || true
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -gt "$worst" ] && worst=$ms
+  done
+  wait "$slow"
+  echo "$worst"
+}
+worst_other=$(stats_during_slow_lookup "$M/other")
+# The same directory as the slow lookup: the kernel runs lookups of one directory in parallel
+# only when the INIT reply says FUSE_PARALLEL_DIROPS (fuse_uring.h), which libfuse 3.14 leaves
+# out; before, each of these waited for the slow one (fuse_lock_inode).
+worst_same=$(stats_during_slow_lookup "$M")
+aq_umount "$M"
+[ "$worst_other" -lt 1500 ] ||
+  aq_fail "a stat in another directory waited $worst_other ms while a request was slow on the rings"
+[ "$worst_same" -lt 1500 ] ||
+  aq_fail "a lookup waited $worst_same ms for a slow lookup in the same directory"
+aq_log "parked flocks then a 3 s lookup on the rings: the slowest of 60 stats took" \
+  "$worst_other ms (another directory), $worst_same ms (the same directory)"
+
 # 4. transport=dev with enable_uring=Y: /dev/fuse all the same.
 aq_mount "$M" -o transport=dev
 io_round "$M" dev
 aq_umount "$M"
-grep -q "fuse transport=dev (-o transport=dev)" "$AQ_SCRATCH/mount2.log" ||
+grep -q "fuse transport=dev (-o transport=dev)" "$AQ_SCRATCH/mount3.log" ||
   aq_fail "transport=dev was not logged"
-grep -q "answered on the rings" "$AQ_SCRATCH/mount2.log" &&
+grep -q "answered on the rings" "$AQ_SCRATCH/mount3.log" &&
   aq_fail "a transport=dev mount counted ring requests"
 exit 0
 )
