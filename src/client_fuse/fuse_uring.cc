@@ -124,6 +124,7 @@ struct FuseUring::Impl {
   std::string transport;  // guarded by state_mu
   std::vector<std::unique_ptr<RingThread>> threads;  // under state_mu; only grows
   std::vector<unsigned> spares;  // per queue: threads added for parked entries (state_mu)
+  std::vector<unsigned> parked;  // per queue: requests parked now (state_mu)
 
   std::mutex inflight_mu;
   std::unordered_map<uint64_t, RingEntry*> inflight;  // guarded by inflight_mu
@@ -134,10 +135,13 @@ struct FuseUring::Impl {
   }
   ssize_t WriteInitReply(int fd, const iovec* iov, int count);
   bool StartRings();
-  // Makes and starts one more thread of queue `qid` with one entry (the entry of a thread of
-  // that queue was parked). False when the queue has kMaxSpareThreads spares already, the
-  // session is stopping, or the ring cannot be made.
-  bool AddThread(uint16_t qid);
+  // A request of queue `qid` was parked (its reply comes from another thread later, and the
+  // kernel keeps its entry until then): when fewer than threads_per_queue of the queue's
+  // threads are left serving, makes and starts one more with one entry. False when that was
+  // needed and failed (kMaxSpareThreads spares already, stopping, or the ring cannot be made).
+  bool Parked(uint16_t qid);
+  // `n` parked replies of queue `qid` went out: their threads serve again.
+  void Unparked(uint16_t qid, size_t n);
   // Makes `t`'s ring, eventfd and first entry (nothing registered); "" or what failed.
   std::string MakeRingThread(RingThread& t, uint16_t qid);
   bool CommitRingReply(uint64_t unique, const iovec* iov, int count);
@@ -280,6 +284,7 @@ bool FuseUring::Impl::StartRings() {
   std::lock_guard lock(state_mu);
   threads = std::move(made);
   spares.assign(queues, 0);
+  parked.assign(queues, 0);
   return true;
 }
 
@@ -295,9 +300,19 @@ std::string FuseUring::Impl::MakeRingThread(RingThread& t, uint16_t qid) {
   return "";
 }
 
-bool FuseUring::Impl::AddThread(uint16_t qid) {
+void FuseUring::Impl::Unparked(uint16_t qid, size_t n) {
   std::lock_guard lock(state_mu);
-  if (stopping.load() || qid >= spares.size() || spares[qid] >= kMaxSpareThreads) return false;
+  if (qid < parked.size()) parked[qid] -= std::min<unsigned>(parked[qid], n);
+}
+
+bool FuseUring::Impl::Parked(uint16_t qid) {
+  std::lock_guard lock(state_mu);
+  if (qid >= spares.size()) return false;
+  ++parked[qid];
+  // Threads that parked serve again once their reply went out, so the spares made for earlier
+  // parks cover this one while the queue still has threads_per_queue serving.
+  if (spares[qid] >= parked[qid]) return true;
+  if (stopping.load() || spares[qid] >= kMaxSpareThreads) return false;
   auto t = std::make_unique<RingThread>();
   std::string error = MakeRingThread(*t, qid);
   if (!error.empty()) {
@@ -463,7 +478,7 @@ void RingThread::Handle(RingEntry* e) {
     // data server for 2 s held every such request, lookups and creates holding directory locks
     // included, and the other host's recall of a name in those directories was acknowledged
     // unsent; the 3-minute storm.) Only when that fails does this thread take a second entry.
-    if (!impl->AddThread(qid)) {
+    if (!impl->Parked(qid)) {
       RingEntry* fresh = NewEntry();
       if (fresh != nullptr) PrepCmd(fresh, kCmdRegister, 0);
     }
@@ -506,6 +521,7 @@ void RingThread::Run() {
           commits.swap(foreign_commits);
         }
         for (RingEntry* c : commits) PrepCmd(c, kCmdCommitAndFetch, c->unique);
+        if (!commits.empty()) impl->Unparked(qid, commits.size());
         ArmWake();
         continue;
       }

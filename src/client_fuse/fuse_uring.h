@@ -26,7 +26,9 @@
 //     request in the same submission. A reply made on another thread (a parked blocking lock) is
 //     handed to the entry's thread through an eventfd. While a request waits for such a reply
 //     its entry stays with the kernel, so the queue gets a new thread with an entry of its own
-//     (at most 64 such a queue); the parked thread serves again once its reply went out. Every
+//     when fewer than `threads_per_queue` of its threads are left serving (so it keeps as many
+//     spares as requests were parked at once, at most 64); the parked thread serves again
+//     once its reply went out. Every
 //     thread holds one entry: an idle entry of a busy thread would hold the request the kernel
 //     puts in it until that thread is free.
 //   - Replies to /dev/fuse requests and notifications (unique 0) are written to /dev/fuse.
