@@ -60,10 +60,10 @@ constexpr size_t kPayloadOffset = 4096;
 static_assert(kPayloadOffset >= sizeof(RingReqHeader) + sizeof(fuse_in_header) + kOpInBytes);
 
 // The FUSE payload of the largest request of a connection (the kernel's max_payload_sz).
-constexpr size_t kMinReadBuffer = 8192;
+constexpr size_t kMinReadBuffer = 8192;  // FUSE_MIN_READ_BUFFER
 // Threads a queue may add for parked requests (each holds one entry: a payload buffer of the
 // connection's largest request, 1 MiB by default).
-constexpr unsigned kMaxSpareThreads = 64;  // FUSE_MIN_READ_BUFFER
+constexpr unsigned kMaxSpareThreads = 64;
 constexpr unsigned kDefaultMaxPages = 32;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("fuse"); }
@@ -228,11 +228,11 @@ ssize_t FuseUring::Impl::WriteInitReply(int fd, const iovec* iov, int count) {
     const unsigned max_pages = (out.flags & FUSE_MAX_PAGES) ? out.max_pages : kDefaultMaxPages;
     payload_bytes = std::max<size_t>({kMinReadBuffer, out.max_write, size_t{max_pages} * 4096});
     payload_bytes = (payload_bytes + 4095) / 4096 * 4096;
-    if (!options.rings) {
+    if (!options.rings || !offered) {
       SetTransport("dev");
-    } else if (!offered) {
-      SetTransport("dev");
-      Log()->info("fuse transport=dev: the kernel did not offer FUSE over io_uring at INIT");
+      if (options.rings) {
+        Log()->info("fuse transport=dev: the kernel did not offer FUSE over io_uring at INIT");
+      }
     } else if (StartRings()) {
       out.flags |= FUSE_INIT_EXT;
       out.flags2 |= static_cast<uint32_t>(kFuseOverIoUring >> 32);
