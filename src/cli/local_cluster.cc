@@ -1,8 +1,11 @@
 #include "cli/local_cluster.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -78,10 +81,31 @@ Status DaemonFailed(const Status& why, const std::string& log) {
   return Status(why.code(), why.message() + "; last lines of " + log + ":\n" + TailOfFile(log, 15));
 }
 
-// "127.0.0.1:PORT" when `address` has a port, else "127.0.0.1:0".
+// Whether a listening socket can be bound on 127.0.0.1:`port` now, tried the way the daemons'
+// gRPC servers bind (SO_REUSEADDR, so a port left in TIME_WAIT counts as free).
+bool PortFree(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // cannot tell; the daemon's own bind decides
+  int one = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return free;
+}
+
+// The address a (re)started daemon listens on: "127.0.0.1:PORT" with the port `recorded` has,
+// so the others keep its address; "127.0.0.1:0" (the kernel picks) when nothing is recorded or
+// that port has been taken since (a freed port is anyone's: another program's ephemeral port
+// can land on it). A data server on a new port registers its new address with the metadata
+// server; a metadata server that moves makes ClusterUp restart the rest.
 std::string ListenAddress(const std::string& recorded) {
   Result<uint16_t> port = PortOf(recorded);
-  return "127.0.0.1:" + std::to_string(port.ok() ? *port : 0);
+  if (!port.ok() || *port == 0 || !PortFree(*port)) return "127.0.0.1:0";
+  return "127.0.0.1:" + std::to_string(*port);
 }
 
 Result<std::string> StartAndWait(const std::vector<std::string>& argv, const std::string& exe,
@@ -499,7 +523,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
     meta_started = true;
     AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
     if (!old_address.empty() && old_address != s.meta.address) {
-      // Should not happen (same port), but if it does the others must follow the new address.
+      // Its old port was taken (ListenAddress): the others must follow the new address.
       out << "aquifer: the metadata server moved from " << old_address << " to "
           << s.meta.address << "; restarting the data servers and the mount\n";
       for (DataServerRecord& d : s.data_servers) {
@@ -542,6 +566,10 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       d.pid = 0;
       if (data_status.ok()) data_status = DaemonFailed(addr.status(), d.log);
       continue;
+    }
+    if (!d.address.empty() && d.address != *addr) {
+      out << "aquifer: " << d.failure_domain << "'s port in " << d.address
+          << " was taken; it listens on " << *addr << " and registers that address\n";
     }
     d.address = *addr;
   }

@@ -4,7 +4,8 @@
 #   basic:        up, status (--meta lists only this cluster's mounts), a second up changes
 #                 nothing, a crashed data server comes back on its port, stop-server/start-server
 #                 (an index outside 1..6 names the range), down stops everything, up after down
-#                 keeps data
+#                 keeps data; a server whose old port another program took starts on a new port
+#                 (the running mount follows a moved data server)
 #   layout:       `aquifer layout get/set` on the mount (directory default, partial set, a new
 #                 file takes its directory's layout, set on a non-empty file refused, layouts
 #                 wider than the failure domains or with m=0 refused with EINVAL)
@@ -21,8 +22,29 @@ MNT="$ROOT/mnt"
 json() {  # json EXPR: evaluates EXPR over cluster.json as `s`
   python3 -c "import json,sys; s=json.load(open('$ROOT/cluster.json')); print($1)"
 }
+HOLDERS=()
+# hold_port PORT: a listening socket on 127.0.0.1:PORT (another program that took a freed port)
+# until release_ports.
+hold_port() {
+  /usr/bin/python3 -c "
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the port may be in TIME_WAIT
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen()
+print('held', flush=True)
+time.sleep(600)" "$1" >"$ROOT/hold.$1" 2>&1 &
+  HOLDERS+=($!)
+  for _ in $(seq 50); do grep -q held "$ROOT/hold.$1" && return 0; sleep 0.1; done
+  fail "could not hold port $1: $(cat "$ROOT/hold.$1")"
+}
+release_ports() {
+  for p in "${HOLDERS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  HOLDERS=()
+}
 cleanup() {
   local rc=$?
+  release_ports
   "$AQ" cluster down --root "$ROOT" --grace-ms 3000 >/dev/null 2>&1 || true
   fusermount3 -uz "$MNT" 2>/dev/null || true
   fusermount3 -uz "$ROOT/m2" 2>/dev/null || true
@@ -183,6 +205,26 @@ head -1 "$ROOT/status-ds2.txt" | grep -q "^health    DEGRADED: 1 data server dow
 cmp "$ROOT/blob" "$MNT/blob" || fail "data differs after ds2 restarted"
 echo again > "$MNT/after-restart.txt" || fail "cannot write after ds2 restarted"
 
+echo "== crash ds4 while another program takes its port; cluster up starts it on a new port"
+DS4_ADDR=$(json "s['data_servers'][3]['address']")
+kill -9 "$(json "s['data_servers'][3]['pid']")"
+hold_port "${DS4_ADDR##*:}"
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 | tee "$ROOT/up-ds4.txt" ||
+  fail "cluster up with ds4's port taken failed"
+grep -q "ds4's port in $DS4_ADDR was taken" "$ROOT/up-ds4.txt" || fail "cluster up does not say ds4 moved"
+[ "$(json "s['data_servers'][3]['address']")" != "$DS4_ADDR" ] || fail "the record still has ds4 at $DS4_ADDR"
+{ "$AQ" status --root "$ROOT" || true; } | grep -q "6 registered, 6 up" || fail "ds4 is not up on its new port"
+# The running mount follows the new address: a file written now puts a chunk on every server
+# (4+2 over 6), so ds4 must take its part; then a degraded read that needs ds4 (two others down).
+head -c 5000000 /dev/urandom > "$ROOT/blob4"
+cp "$ROOT/blob4" "$MNT/blob4" || fail "cannot write with ds4 on its new port"
+"$AQ" cluster stop-server 1 --root "$ROOT" --kill >/dev/null
+"$AQ" cluster stop-server 2 --root "$ROOT" --kill >/dev/null
+echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+cmp "$ROOT/blob4" "$MNT/blob4" || fail "read with ds1, ds2 down and ds4 moved differs"
+release_ports
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 >/dev/null
+
 echo "== stop-server / start-server"
 "$AQ" cluster stop-server 3 --root "$ROOT"
 [ "$(json "s['data_servers'][2]['pid']")" = 0 ] || fail "stop-server did not record pid 0"
@@ -224,8 +266,17 @@ done
 if "$AQ" status --root "$ROOT" > "$ROOT/status-down.txt"; then fail "status succeeded on a stopped cluster"; fi
 grep -q "UNREACHABLE" "$ROOT/status-down.txt" || fail "status does not say the meta is unreachable"
 
-echo "== cluster up after down keeps the data"
-"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 >/dev/null
+echo "== cluster up after down keeps the data, also when the metadata server's and ds5's ports were taken"
+META_ADDR=$(json "s['meta']['address']")
+DS5_ADDR=$(json "s['data_servers'][4]['address']")
+hold_port "${META_ADDR##*:}"
+hold_port "${DS5_ADDR##*:}"
+"$AQ" cluster up --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 >"$ROOT/up-moved.txt" ||
+  fail "cluster up with taken ports: $(cat "$ROOT/up-moved.txt")"
+grep -q "the metadata server moved from $META_ADDR" "$ROOT/up-moved.txt" ||
+  fail "cluster up does not say the metadata server moved: $(cat "$ROOT/up-moved.txt")"
+{ "$AQ" status --root "$ROOT" || true; } | grep -q "6 registered, 6 up" || fail "not every server is up after the moves"
+release_ports
 cmp "$ROOT/blob" "$MNT/blob" || fail "data differs after down/up"
 [ "$(cat "$MNT/after-restart.txt")" = again ] || fail "after-restart.txt lost"
 "$AQ" cluster down --root "$ROOT" >/dev/null
