@@ -61,9 +61,6 @@ static_assert(kPayloadOffset >= sizeof(RingReqHeader) + sizeof(fuse_in_header) +
 
 // The FUSE payload of the largest request of a connection (the kernel's max_payload_sz).
 constexpr size_t kMinReadBuffer = 8192;  // FUSE_MIN_READ_BUFFER
-// Threads a queue may add for parked requests (each holds one entry: a payload buffer of the
-// connection's largest request, 1 MiB by default).
-constexpr unsigned kMaxSpareThreads = 64;
 constexpr unsigned kDefaultMaxPages = 32;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("fuse"); }
@@ -123,8 +120,10 @@ struct FuseUring::Impl {
   mutable std::mutex state_mu;
   std::string transport;  // guarded by state_mu
   std::vector<std::unique_ptr<RingThread>> threads;  // under state_mu; only grows
-  std::vector<unsigned> spares;  // per queue: threads added for parked entries (state_mu)
-  std::vector<unsigned> parked;  // per queue: requests parked now (state_mu)
+  std::vector<unsigned> queue_threads;  // per queue: its threads (state_mu)
+  // Per queue: entries the kernel may put a request in now (registered, or committed and
+  // fetching again). Changed by the queue's threads without state_mu.
+  std::unique_ptr<std::atomic<int>[]> free_entries;
 
   std::mutex inflight_mu;
   std::unordered_map<uint64_t, RingEntry*> inflight;  // guarded by inflight_mu
@@ -135,13 +134,15 @@ struct FuseUring::Impl {
   }
   ssize_t WriteInitReply(int fd, const iovec* iov, int count);
   bool StartRings();
-  // A request of queue `qid` was parked (its reply comes from another thread later, and the
-  // kernel keeps its entry until then): when fewer than threads_per_queue of the queue's
-  // threads are left serving, makes and starts one more with one entry. False when that was
-  // needed and failed (kMaxSpareThreads spares already, stopping, or the ring cannot be made).
-  bool Parked(uint16_t qid);
-  // `n` parked replies of queue `qid` went out: their threads serve again.
-  void Unparked(uint16_t qid, size_t n);
+  // A request of queue `qid` reached its thread: that entry is no longer free. When it was the
+  // queue's last free entry, the queue grows by one thread with one entry (Grow), so requests
+  // the kernel queues meanwhile do not wait for a slow one.
+  void Taken(uint16_t qid);
+  // `n` entries of queue `qid` go back to the kernel (a commit and fetch is on its way).
+  void Freed(uint16_t qid, int n) { free_entries[qid].fetch_add(n); }
+  // Makes and starts one more thread of queue `qid` with one entry, unless it has
+  // options.max_threads_per_queue already or the rings stop. False when none was added.
+  bool Grow(uint16_t qid);
   // Makes `t`'s ring, eventfd and first entry (nothing registered); "" or what failed.
   std::string MakeRingThread(RingThread& t, uint16_t qid);
   bool CommitRingReply(uint64_t unique, const iovec* iov, int count);
@@ -254,8 +255,10 @@ ssize_t FuseUring::Impl::WriteInitReply(int fd, const iovec* iov, int count) {
     std::lock_guard lock(state_mu);
     for (auto& t : threads) t->thread = std::thread([p = t.get()] { p->Run(); });
     transport = "uring";
-    Log()->info("fuse transport=uring: {} queues x {} entries, {} KiB payload each", queues,
-                options.threads_per_queue, payload_bytes / 1024);
+    Log()->info("fuse transport=uring: {} queues x {} entries (each queue grows to at most {} "
+                "while all its entries are busy), {} KiB payload each",
+                queues, options.threads_per_queue, options.max_threads_per_queue,
+                payload_bytes / 1024);
   }
   return n;
 }
@@ -283,8 +286,9 @@ bool FuseUring::Impl::StartRings() {
   }
   std::lock_guard lock(state_mu);
   threads = std::move(made);
-  spares.assign(queues, 0);
-  parked.assign(queues, 0);
+  queue_threads.assign(queues, options.threads_per_queue);
+  free_entries = std::make_unique<std::atomic<int>[]>(queues);
+  for (unsigned q = 0; q < queues; ++q) free_entries[q] = static_cast<int>(options.threads_per_queue);
   return true;
 }
 
@@ -300,29 +304,31 @@ std::string FuseUring::Impl::MakeRingThread(RingThread& t, uint16_t qid) {
   return "";
 }
 
-void FuseUring::Impl::Unparked(uint16_t qid, size_t n) {
-  std::lock_guard lock(state_mu);
-  if (qid < parked.size()) parked[qid] -= std::min<unsigned>(parked[qid], n);
+void FuseUring::Impl::Taken(uint16_t qid) {
+  if (free_entries[qid].fetch_sub(1) - 1 > 0) return;
+  (void)Grow(qid);
 }
 
-bool FuseUring::Impl::Parked(uint16_t qid) {
+bool FuseUring::Impl::Grow(uint16_t qid) {
   std::lock_guard lock(state_mu);
-  if (qid >= spares.size()) return false;
-  ++parked[qid];
-  // Threads that parked serve again once their reply went out, so the spares made for earlier
-  // parks cover this one while the queue still has threads_per_queue serving.
-  if (spares[qid] >= parked[qid]) return true;
-  if (stopping.load() || spares[qid] >= kMaxSpareThreads) return false;
+  // Another thread of the queue may have grown it while this one waited for the lock.
+  if (free_entries[qid].load() > 0) return true;
+  if (stopping.load() || queue_threads[qid] >= options.max_threads_per_queue) return false;
   auto t = std::make_unique<RingThread>();
   std::string error = MakeRingThread(*t, qid);
   if (!error.empty()) {
     if (t->ring_made) io_uring_queue_exit(&t->ring);
     if (t->wake_fd >= 0) close(t->wake_fd);
-    Log()->warn("fuse ring: queue {}: no thread added for a parked request ({}); its thread "
-                "serves on with a second entry", qid, error);
+    Log()->warn("fuse ring: queue {}: cannot add a thread ({}); its requests wait for a free "
+                "entry", qid, error);
     return false;
   }
-  ++spares[qid];
+  ++queue_threads[qid];
+  free_entries[qid].fetch_add(1);  // its entry, registered as the thread starts
+  if (queue_threads[qid] == options.max_threads_per_queue) {
+    Log()->warn("fuse ring: queue {} has {} threads, its most (-o max_threads); a request of "
+                "this CPU now waits while all of them are busy", qid, queue_threads[qid]);
+  }
   RingThread* p = t.get();
   threads.push_back(std::move(t));
   p->thread = std::thread([p] { p->Run(); });
@@ -455,6 +461,7 @@ void RingThread::Handle(RingEntry* e) {
     std::memcpy(e->header->in_out, &oh, sizeof oh);
     e->header->ent_in_out.payload_sz = 0;
     PrepCmd(e, kCmdCommitAndFetch, in.unique);
+    impl->Freed(qid, 1);
     return;
   }
   const size_t op_bytes = in.len - sizeof in - payload;
@@ -470,17 +477,19 @@ void RingThread::Handle(RingEntry* e) {
   buf.size = in.len;
   buf.mem = start;
   fuse_session_process_buf(impl->se, &buf);
-  if (!e->replied_here) {
+  if (e->replied_here) {
+    impl->Freed(qid, 1);
+  } else if (impl->free_entries[qid].load() <= 0 && !impl->Grow(qid)) {
     // Its reply comes from another thread later (a parked lock), and the entry stays with the
-    // kernel until then: a new thread with an entry of its own takes its place. (A second
-    // entry on this thread was available to the kernel while the thread was busy with another
-    // request, so a request the kernel put there waited for that one: a write stuck on a dead
-    // data server for 2 s held every such request, lookups and creates holding directory locks
-    // included, and the other host's recall of a name in those directories was acknowledged
-    // unsent; the 3-minute storm.) Only when that fails does this thread take a second entry.
-    if (!impl->Parked(qid)) {
-      RingEntry* fresh = NewEntry();
-      if (fresh != nullptr) PrepCmd(fresh, kCmdRegister, 0);
+    // kernel until then. Taken grew the queue when this was its last free entry; when the
+    // queue could not grow, this thread (free now) takes a second entry, or every entry of
+    // the queue could end up parked, waiting for an unlock that cannot reach the mount. A
+    // second entry is the last resort: while the thread is busy with one request, the kernel
+    // can put another in its other entry, and that one waits (the 3-minute storm's 2 s stalls).
+    RingEntry* fresh = NewEntry();
+    if (fresh != nullptr) {
+      PrepCmd(fresh, kCmdRegister, 0);
+      impl->Freed(qid, 1);
     }
   }
   if (!impl->logged_first.load(std::memory_order_relaxed) && !impl->logged_first.exchange(true)) {
@@ -521,7 +530,7 @@ void RingThread::Run() {
           commits.swap(foreign_commits);
         }
         for (RingEntry* c : commits) PrepCmd(c, kCmdCommitAndFetch, c->unique);
-        if (!commits.empty()) impl->Unparked(qid, commits.size());
+        if (!commits.empty()) impl->Freed(qid, static_cast<int>(commits.size()));
         ArmWake();
         continue;
       }
@@ -540,6 +549,7 @@ void RingThread::Run() {
         }
         continue;
       }
+      impl->Taken(qid);
       Handle(e);
     }
     if (live <= 0) break;  // the connection ended (unmount): the kernel gave every entry back
@@ -558,6 +568,10 @@ FuseUring::~FuseUring() {
 Result<std::unique_ptr<FuseUring>> FuseUring::Install(fuse_session* se, Options options) {
   if (options.threads_per_queue < 1 || options.threads_per_queue > 64) {
     return InvalidArgument("threads_per_queue must be 1..64");
+  }
+  if (options.max_threads_per_queue < options.threads_per_queue ||
+      options.max_threads_per_queue > 1024) {
+    return InvalidArgument("max_threads_per_queue must be threads_per_queue..1024");
   }
   // A probe: this process can make the rings' kind of io_uring.
   int rc = 0;

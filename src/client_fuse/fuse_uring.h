@@ -24,13 +24,19 @@
 //   - The writer hook sends a reply to a ring request back through its entry's ring: the reply is
 //     copied into the entry's buffers and COMMIT_AND_FETCH commits it and waits for the next
 //     request in the same submission. A reply made on another thread (a parked blocking lock) is
-//     handed to the entry's thread through an eventfd. While a request waits for such a reply
-//     its entry stays with the kernel, so the queue gets a new thread with an entry of its own
-//     when fewer than `threads_per_queue` of its threads are left serving (so it keeps as many
-//     spares as requests were parked at once, at most 64); the parked thread serves again
-//     once its reply went out. Every
-//     thread holds one entry: an idle entry of a busy thread would hold the request the kernel
-//     puts in it until that thread is free.
+//     handed to the entry's thread through an eventfd; the entry stays with the kernel until
+//     then.
+//   - A queue never runs out of free entries while it may grow: the kernel queues a request
+//     for the CPU its caller runs on, and with every entry of that queue busy (slow handlers,
+//     such as writes waiting for a dead data server, or parked locks) the request waits for one
+//     of them, even with the other queues idle. So when a request takes a queue's last free
+//     entry, the queue gets one more thread with an entry of its own, up to
+//     `max_threads_per_queue` (as libfuse's /dev/fuse loop starts a worker when none is idle).
+//     The kernel has no command to give an entry back, so a queue keeps the threads it grew.
+//     Every thread holds one entry: an idle entry of a busy thread would hold the request the
+//     kernel puts in it until that thread is free. (The one exception: a thread whose request
+//     was parked while the queue cannot grow takes a second entry, or every entry could end up
+//     parked, waiting for an unlock that cannot reach the mount.)
 //   - Replies to /dev/fuse requests and notifications (unique 0) are written to /dev/fuse.
 // The INIT reply also gets FUSE_PARALLEL_DIROPS, on either transport: libfuse 3.14 takes
 // FUSE_CAP_PARALLEL_DIROPS in `want` but never puts the flag in its reply, so the kernel
@@ -63,7 +69,10 @@ bool KernelOffersFuseUring();
 class FuseUring {
  public:
   struct Options {
-    unsigned threads_per_queue = 4;  // threads (and ring entries) per CPU queue, 1..64
+    unsigned threads_per_queue = 4;  // threads (and ring entries) per CPU queue at start, 1..64
+    // The most a queue grows to (see above), threads_per_queue..1024. Each thread's entry holds
+    // a payload buffer of the connection's largest request (1 MiB by default).
+    unsigned max_threads_per_queue = 64;
     // -o transport=uring: when the kernel does not offer the rings at FUSE_INIT, or they cannot
     // be made, the session ends (the mount goes away) instead of going on over /dev/fuse.
     bool required = false;
@@ -74,7 +83,8 @@ class FuseUring {
 
   // Installs the hooks on `se` (mounted, loop not started); whether the rings are used is
   // decided at FUSE_INIT (transport()). Errors, the session then untouched: kInvalidArgument
-  // (threads_per_queue outside 1..64), kUnavailable (this process cannot make an io_uring with
+  // (threads_per_queue outside 1..64, max_threads_per_queue outside threads_per_queue..1024),
+  // kUnavailable (this process cannot make an io_uring with
   // 128-byte SQEs: io_uring disabled by sysctl, an old kernel; or libfuse refused the hooks),
   // kInternal (already installed in this process: one per process).
   static Result<std::unique_ptr<FuseUring>> Install(fuse_session* se, Options options);

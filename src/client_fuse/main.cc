@@ -416,6 +416,9 @@ int Run(int argc, char** argv) {
   } else {
     FuseUring::Options uring_options;
     uring_options.threads_per_queue = std::clamp(opts.max_threads / 2, 2u, 16u);
+    // A queue serves the requests of one CPU's callers and grows while all its entries are
+    // busy: each may reach max_threads, as /dev/fuse's loop may.
+    uring_options.max_threads_per_queue = std::max(opts.max_threads, uring_options.threads_per_queue);
     uring_options.required = opts.transport == FuseTransport::kUring;
     auto installed = FuseUring::Install(se, uring_options);
     if (installed.ok()) {
