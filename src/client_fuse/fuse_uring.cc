@@ -631,4 +631,11 @@ std::string FuseUring::transport() const {
 
 uint64_t FuseUring::ring_requests() const { return impl_->ring_requests.load(); }
 
+std::string FuseUring::queue_threads() const {
+  std::lock_guard lock(impl_->state_mu);
+  std::string out;
+  for (unsigned n : impl_->queue_threads) out += (out.empty() ? "" : ", ") + std::to_string(n);
+  return out;
+}
+
 }  // namespace aquifer::fuse

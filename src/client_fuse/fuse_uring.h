@@ -101,6 +101,9 @@ class FuseUring {
   std::string transport() const;
   // Requests answered through the rings so far.
   uint64_t ring_requests() const;
+  // Threads per queue now (each queue's starting threads_per_queue plus what it grew), e.g.
+  // "16, 21"; "" before the rings started.
+  std::string queue_threads() const;
 
   struct Impl;
 

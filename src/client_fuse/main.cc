@@ -476,8 +476,9 @@ int Run(int argc, char** argv) {
   if (init_hooks) init_hooks->Stop();
   if (uring) {
     uring->Stop();
-    Logger("fuse")->info("fuse transport={}: {} requests answered on the rings", uring->transport(),
-                         uring->ring_requests());
+    Logger("fuse")->info("fuse transport={}: {} requests answered on the rings; threads per "
+                         "queue at the end: {}",
+                         uring->transport(), uring->ring_requests(), uring->queue_threads());
   }
   int failed = ReleaseAllOpenFiles(daemon);
   fuse_remove_signal_handlers(se);

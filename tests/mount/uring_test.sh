@@ -141,8 +141,12 @@ for p in "${slow[@]}"; do wait "$p" || true; done
 aq_umount "$M"
 [ "$worst_busy" -lt 1500 ] ||
   aq_fail "a stat on CPU 0 waited $worst_busy ms while 24 slow lookups held that CPU's queue"
-grep -q "queues x 16 entries" "$AQ_SCRATCH"/mount*.log || aq_fail "the rings' start line is not logged"
-aq_log "24 slow lookups on CPU 0's queue: the slowest of 20 stats from CPU 0 took $worst_busy ms"
+grep -q "queues x 16 entries" "$AQ_SCRATCH/mount3.log" || aq_fail "the rings' start line is not logged"
+grown=$(sed -n 's/.*threads per queue at the end: \([0-9]*\).*/\1/p' "$AQ_SCRATCH/mount3.log")
+[ -n "$grown" ] && [ "$grown" -gt 16 ] ||
+  aq_fail "queue 0 did not grow past its 16 threads: '$grown'"
+aq_log "24 slow lookups on CPU 0's queue: the slowest of 20 stats from CPU 0 took $worst_busy ms;" \
+  "queue 0 grew to $grown threads"
 
 # 4. transport=dev with enable_uring=Y: /dev/fuse all the same.
 aq_mount "$M" -o transport=dev
