@@ -765,6 +765,10 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
     (void)SaveClusterState(state_path, s);
     return addr.status();
   }
+  if (!d.address.empty() && d.address != *addr) {
+    out << "aquifer: " << d.failure_domain << "'s port in " << d.address
+        << " was taken; it listens on " << *addr << " and registers that address\n";
+  }
   d.address = *addr;
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));

@@ -229,8 +229,13 @@ echo "== stop-server / start-server"
 "$AQ" cluster stop-server 3 --root "$ROOT"
 [ "$(json "s['data_servers'][2]['pid']")" = 0 ] || fail "stop-server did not record pid 0"
 cmp "$ROOT/blob" "$MNT/blob" || fail "degraded read with ds3 stopped differs"
-"$AQ" cluster start-server 3 --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000
+# Another program took ds3's port meanwhile: start-server starts it on a new one.
+DS3_ADDR=$(json "s['data_servers'][2]['address']")
+hold_port "${DS3_ADDR##*:}"
+"$AQ" cluster start-server 3 --root "$ROOT" --bin-dir "$BUILD" --timeout-ms 30000 | tee "$ROOT/start3.txt"
+grep -q "ds3's port in $DS3_ADDR was taken" "$ROOT/start3.txt" || fail "start-server does not say ds3 moved"
 { "$AQ" status --root "$ROOT" || true; } | grep -q "6 registered, 6 up" || fail "ds3 did not come back"
+release_ports
 if "$AQ" cluster stop-server 9 --root "$ROOT" 2>/dev/null; then fail "stop-server 9 succeeded"; fi
 for bad in 0 -1 7; do
   if "$AQ" cluster stop-server "$bad" --root "$ROOT" 2>"$ROOT/err.txt"; then fail "stop-server $bad succeeded"; fi
