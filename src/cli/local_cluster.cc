@@ -108,6 +108,16 @@ std::string ListenAddress(const std::string& recorded) {
   return "127.0.0.1:" + std::to_string(*port);
 }
 
+// Records the address data server `d` serves at now, saying so when it moved (ListenAddress
+// found its old port taken).
+void SetDataServerAddress(DataServerRecord& d, const std::string& address, std::ostream& out) {
+  if (!d.address.empty() && d.address != address) {
+    out << "aquifer: " << d.failure_domain << "'s port in " << d.address
+        << " was taken; it listens on " << address << " and registers that address\n";
+  }
+  d.address = address;
+}
+
 Result<std::string> StartAndWait(const std::vector<std::string>& argv, const std::string& exe,
                                  const std::string& port_file, const std::string& log,
                                  std::chrono::milliseconds timeout, int* pid_out) {
@@ -567,11 +577,7 @@ Result<ClusterState> ClusterUp(const UpOptions& o, std::ostream& out) {
       if (data_status.ok()) data_status = DaemonFailed(addr.status(), d.log);
       continue;
     }
-    if (!d.address.empty() && d.address != *addr) {
-      out << "aquifer: " << d.failure_domain << "'s port in " << d.address
-          << " was taken; it listens on " << *addr << " and registers that address\n";
-    }
-    d.address = *addr;
+    SetDataServerAddress(d, *addr, out);
   }
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   AQ_RETURN_IF_ERROR(data_status);
@@ -765,11 +771,7 @@ Status StartDataServer(const std::string& root_arg, int index, const std::string
     (void)SaveClusterState(state_path, s);
     return addr.status();
   }
-  if (!d.address.empty() && d.address != *addr) {
-    out << "aquifer: " << d.failure_domain << "'s port in " << d.address
-        << " was taken; it listens on " << *addr << " and registers that address\n";
-  }
-  d.address = *addr;
+  SetDataServerAddress(d, *addr, out);
   AQ_RETURN_IF_ERROR(SaveClusterState(state_path, s));
   AQ_RETURN_IF_ERROR(WaitServersUp(s, {index}, timeout));
   out << "aquifer: data server " << d.failure_domain << " started (" << d.address << ", pid "

@@ -140,8 +140,9 @@ struct FuseUring::Impl {
   void Taken(uint16_t qid);
   // `n` entries of queue `qid` go back to the kernel (a commit and fetch is on its way).
   void Freed(uint16_t qid, int n) { free_entries[qid].fetch_add(n); }
-  // Makes and starts one more thread of queue `qid` with one entry, unless it has
-  // options.max_threads_per_queue already or the rings stop. False when none was added.
+  // Makes sure queue `qid` has a free entry: when it has none, makes and starts one more thread
+  // with one entry, unless the queue has options.max_threads_per_queue already or the rings
+  // stop. False when the queue is left with no free entry.
   bool Grow(uint16_t qid);
   // Makes `t`'s ring, eventfd and first entry (nothing registered); "" or what failed.
   std::string MakeRingThread(RingThread& t, uint16_t qid);
@@ -479,7 +480,7 @@ void RingThread::Handle(RingEntry* e) {
   fuse_session_process_buf(impl->se, &buf);
   if (e->replied_here) {
     impl->Freed(qid, 1);
-  } else if (impl->free_entries[qid].load() <= 0 && !impl->Grow(qid)) {
+  } else if (!impl->Grow(qid)) {
     // Its reply comes from another thread later (a parked lock), and the entry stays with the
     // kernel until then. Taken grew the queue when this was its last free entry; when the
     // queue could not grow, this thread (free now) takes a second entry, or every entry of
