@@ -149,7 +149,10 @@ Result<Client::Opened> Client::Impl::OpenWith(client::OpenReply reply, int flags
     registry_->files.emplace(file->inode, file.get());
   }
   if (taking.owns_lock()) taking.unlock();  // a give-back from now on pins this handle
-  if (file->writable) recall_cv_.notify_all();  // the recall loop asks while writers are open
+  // Without cache leases the recall loop asks only while writers are open: wake it. With them it
+  // always asks, and a notification here only woke the give-back thread for nothing (a futex
+  // wake-up, a hypercall on a VM, for every create).
+  if (file->writable && !cache_leases_on_) recall_cv_.notify_all();
   if (file->writable && regular && (flags & O_TRUNC)) {
     std::lock_guard lock(file->mu);
     // The metadata server truncated already (the old chunks stay until the last close, for

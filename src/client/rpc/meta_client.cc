@@ -988,10 +988,13 @@ class GrpcMetaClient final : public MetaClient {
   }
   // Queues `item` (dl_mu_ held), starts the flusher and wakes it.
   void QueueChangeLocked(pb::ChangeBatchItem item) {
+    const bool was_empty = pending_.empty();
     pending_.push_back(std::move(item));
     pending_count_.fetch_add(1);
     if (!flusher_.joinable()) flusher_ = std::thread([this] { FlushLoop(); });
-    flush_cv_.notify_all();
+    // The sender waits for the first change only; while it lingers for more, a notification
+    // per change woke it for nothing (a futex wake-up per create, unlink or rename).
+    if (was_empty) flush_cv_.notify_one();
   }
 
   // mkdir under the exclusive lease of `parent`: the new directory is this client's too (the
