@@ -284,9 +284,14 @@ class OpenFile {
   Caller lazy_caller;  // whose open it is (the server checks the rights again when told)
 
   // Sequential-read detection.
-  std::mutex seq_mu;  // guards next_offset, sequential
+  std::mutex seq_mu;  // guards next_offset, sequential, random_bytes
   uint64_t next_offset = 0;
   uint32_t sequential = 0;
+  // Bytes read from each stripe by reads that were neither sequential nor served from the stripe
+  // cache, since the handle opened (Client::Impl::NoteRandomRead). At most kMaxRandomStripes
+  // entries: a reader spread thinner than that starts counting again.
+  static constexpr size_t kMaxRandomStripes = 16384;
+  std::unordered_map<uint64_t, uint64_t> random_bytes;
 };
 
 class Client::Impl {
@@ -509,6 +514,15 @@ class Client::Impl {
   Result<client::StripeBytes> CachedStripe(const OpenFile& f, const FileView& view,
                                            uint64_t stripe, uint64_t stripe_len);
   void Prefetch(const OpenFile& f, const FileView& view, uint64_t stripe, uint64_t stripe_len);
+  // A random reader that comes back to a stripe gets it whole in the stripe cache (docs/design.md
+  // "Stripes random readers come back to"): counts `bytes` read from `stripe` of `f` past the
+  // cache, and once a stripe's count reaches stripe_bytes / kRandomPromoteDivisor, fetches the
+  // whole stripe in the background (Prefetch), so later reads there are served from memory. The
+  // bytes fetched per byte read stay under kRandomPromoteDivisor even if the reader never
+  // comes back again.
+  static constexpr uint64_t kRandomPromoteDivisor = 16;
+  void NoteRandomRead(OpenFile& f, const FileView& view, uint64_t stripe, uint64_t stripe_len,
+                      uint64_t bytes);
   // What the writer `f` (f.mu held) knows of `stripe`: its committed map, plus the stripes it
   // wrote since, which its next commit records with the floor the metadata server will give.
   StripeRecord WriterRecord(const OpenFile& f, uint64_t stripe) const;

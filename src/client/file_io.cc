@@ -635,6 +635,21 @@ void Client::Impl::Prefetch(const OpenFile& f, const FileView& view, uint64_t st
   });
 }
 
+void Client::Impl::NoteRandomRead(OpenFile& f, const FileView& view, uint64_t stripe,
+                                  uint64_t stripe_len, uint64_t bytes) {
+  if (options_.read_cache_bytes == 0) return;
+  const uint64_t threshold = std::max<uint64_t>(1, f.layout.stripe_bytes() / kRandomPromoteDivisor);
+  {
+    std::lock_guard seq(f.seq_mu);
+    if (f.random_bytes.size() >= OpenFile::kMaxRandomStripes) f.random_bytes.clear();
+    uint64_t& seen = f.random_bytes[stripe];
+    seen += bytes;
+    if (seen < threshold) return;
+    f.random_bytes.erase(stripe);  // counted again should the cache drop it
+  }
+  Prefetch(f, view, stripe, stripe_len);
+}
+
 void Client::Impl::ReadAhead(const OpenFile& f, const FileView& view, uint64_t stripe) {
   // A stream's stripes would otherwise fill the whole cache once (read_cache_bytes of freshly
   // touched memory: on a VM, the costliest part of a cold sequential read) and push out the
@@ -784,6 +799,7 @@ Result<size_t> Client::Impl::ReadAt(OpenFile& f, const FileView& fv, uint64_t of
       AQ_RETURN_IF_ERROR(
           io_->ReadStripe(f.inode, layout, loc.stripe, stripe_len, version, b, piece,
                           /*bound_is_committed=*/true, nullptr, fv.Record(loc.stripe)));
+      NoteRandomRead(f, fv, loc.stripe, stripe_len, len);
     }
     done += len;
   }
