@@ -237,7 +237,7 @@ class GrpcMetaClient final : public MetaClient {
     std::vector<DirNames::Listed> all;
     uint64_t cookie = 0;
     for (;;) {
-      Result<DirPage> page = ReadDir(dir, cookie, kListPage, plus, c);
+      Result<DirPage> page = ReadDirPage(dir, cookie, kListPage, plus, c);
       if (!page.ok()) return;
       for (DirEntry& e : page->entries) {
         all.push_back(DirNames::Listed{std::move(e.name), e.inode, std::move(e.attr)});
@@ -454,8 +454,26 @@ class GrpcMetaClient final : public MetaClient {
     return std::move(*resp.mutable_target());
   }
 
+  // A plus page the kernel asked for (READDIRPLUS: ls, a glob, os.scandir) keeps each entry's
+  // attributes as a lookup's answer would (DirNames::Answered): the server leased them to this
+  // session with the page, so the open that usually follows is answered without a round trip
+  // (lazy opens), as after a lookup.
   Result<DirPage> ReadDir(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
                           const Caller& c) override {
+    const bool keeps = plus && cache_session_.load(std::memory_order_relaxed) != 0;
+    DirNames::Ticket ticket;
+    if (keeps) ticket = names_.Begin(dir);
+    Result<DirPage> page = ReadDirPage(dir, cookie, max_entries, plus, c);
+    if (keeps && page.ok()) {
+      for (const DirEntry& e : page->entries) {
+        if (e.attr && !S_ISDIR(e.attr->mode)) names_.Answered(dir, e.name, ticket, &*e.attr);
+      }
+    }
+    return page;
+  }
+
+  Result<DirPage> ReadDirPage(InodeId dir, uint64_t cookie, uint32_t max_entries, bool plus,
+                              const Caller& c) {
     pb::ReadDirRequest req;
     req.set_ino(dir.value());
     req.set_cookie(cookie);
