@@ -1177,17 +1177,22 @@ TEST_F(ClusterTest, RandomReadsThatComeBackToAStripeAreServedFromTheReadCache) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return from + ((state >> 17) % (span / 4096)) * 4096;
   };
+  // Reads 4 KiB at `at` through `file` and checks them against the file's bytes.
+  auto read_4k = [&](OpenFile& file, uint64_t at) {
+    Result<std::string> got = ReadAt(*client, file, at, 4096);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(*got == blob.substr(at, 4096)) << "at " << at;
+  };
 
   // Once per stripe: nothing is fetched whole.
   {
     Result<Client::Opened> opened = client->Open(attr->inode, O_RDONLY, kRoot);
     ASSERT_TRUE(opened.ok());
     for (uint64_t s = 0; s < 3; ++s) {
-      const uint64_t at = s * stripe + 8192 * (s + 1);
-      Result<std::string> got = ReadAt(*client, *opened->file, at, 4096);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ASSERT_TRUE(*got == blob.substr(at, 4096)) << "at " << at;
+      ASSERT_NO_FATAL_FAILURE(read_4k(*opened->file, s * stripe + 8192 * (s + 1)));
     }
+    // A whole-stripe fetch would run in the background: give one time to land.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(client->ReadCacheBytes(), 0u);
     ASSERT_OK(client->Release(std::move(opened->file)));
   }
@@ -1196,10 +1201,7 @@ TEST_F(ClusterTest, RandomReadsThatComeBackToAStripeAreServedFromTheReadCache) {
   ASSERT_TRUE(opened.ok());
   // Stripe 1, 4 KiB at a time: 64 reads make 1/16 of it.
   for (int i = 0; i < 64; ++i) {
-    const uint64_t at = next(stripe, stripe);
-    Result<std::string> got = ReadAt(*client, *opened->file, at, 4096);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_TRUE(*got == blob.substr(at, 4096)) << "at " << at;
+    ASSERT_NO_FATAL_FAILURE(read_4k(*opened->file, next(stripe, stripe)));
   }
   for (int waited = 0; client->ReadCacheBytes() < stripe && waited < 500; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -1207,10 +1209,7 @@ TEST_F(ClusterTest, RandomReadsThatComeBackToAStripeAreServedFromTheReadCache) {
   ASSERT_EQ(client->ReadCacheBytes(), stripe) << "stripe 1 was not fetched whole";
   const uint64_t chunk_reads = client->Counters().chunk_reads;
   for (int i = 0; i < 500; ++i) {
-    const uint64_t at = next(stripe, stripe);
-    Result<std::string> got = ReadAt(*client, *opened->file, at, 4096);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_TRUE(*got == blob.substr(at, 4096)) << "at " << at;
+    ASSERT_NO_FATAL_FAILURE(read_4k(*opened->file, next(stripe, stripe)));
   }
   EXPECT_EQ(client->Counters().chunk_reads, chunk_reads)
       << "reads of a cached stripe went to the data servers";
@@ -1218,10 +1217,8 @@ TEST_F(ClusterTest, RandomReadsThatComeBackToAStripeAreServedFromTheReadCache) {
   // there.
   const uint64_t tail = 3 * stripe;
   for (int i = 0; i < 80; ++i) {
-    const uint64_t at = tail + std::vector<uint64_t>{8192, 0, 8292, 50}[i % 4];
-    Result<std::string> got = ReadAt(*client, *opened->file, at, 4096);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_TRUE(*got == blob.substr(at, 4096)) << "at " << at;
+    ASSERT_NO_FATAL_FAILURE(
+        read_4k(*opened->file, tail + std::vector<uint64_t>{8192, 0, 8292, 50}[i % 4]));
   }
   for (int waited = 0; client->ReadCacheBytes() <= stripe && waited < 500; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

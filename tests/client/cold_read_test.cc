@@ -28,6 +28,17 @@ Result<std::string> ReadAll(Client& client, OpenFile& file, size_t length) {
   return out;
 }
 
+// Opens `inode` read-only, checks its bytes are `want` and closes it.
+void ExpectReadsAs(Client& client, InodeId inode, const std::string& want, const std::string& what) {
+  Result<Client::Opened> o = client.Open(inode, O_RDONLY, kRoot);
+  ASSERT_TRUE(o.ok()) << what << ": " << o.status().ToString();
+  EXPECT_EQ(o->attr.size_bytes, want.size()) << what;
+  Result<std::string> got = ReadAll(client, *o->file, want.size() + 10);
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+  EXPECT_TRUE(*got == want) << what << " read other bytes";
+  ASSERT_OK(client.Release(std::move(o->file)));
+}
+
 class ColdReadClientTest : public testing::ProcessClusterTest {};
 
 // Fewer files than a directory needs before it is listed (16 found lookups), so every lookup goes
@@ -55,12 +66,7 @@ TEST_F(ColdReadClientTest, ALookedUpFileIsOpenedReadAndClosedWithNoFurtherMetada
   for (int i = 0; i < kFiles; ++i) {
     Result<Attributes> attr = reader->Lookup(dir->inode, "f" + std::to_string(i), kRoot);
     ASSERT_TRUE(attr.ok()) << attr.status().ToString();
-    Result<Client::Opened> o = reader->Open(attr->inode, O_RDONLY, kRoot);
-    ASSERT_TRUE(o.ok()) << o.status().ToString();
-    Result<std::string> got = ReadAll(*reader, *o->file, bytes[i].size() + 10);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(*got == bytes[i]) << "f" << i;
-    ASSERT_OK(reader->Release(std::move(o->file)));
+    ASSERT_NO_FATAL_FAILURE(ExpectReadsAs(*reader, attr->inode, bytes[i], "f" + std::to_string(i)));
   }
   const uint64_t calls = reader->Counters().meta_calls - calls_before;
   // kFiles lookups, and at most two calls of the client's own (the recall poll, a cluster map).
@@ -90,13 +96,7 @@ TEST_F(ColdReadClientTest, ARewriteOrRenameOverBetweenLookupAndOpenIsSeenByTheOp
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   const std::string rewritten = RandomBytes(9000, 4);
   ASSERT_OK(writer->WriteFile("/d/a", rewritten, kRoot));
-  Result<Client::Opened> o = reader->Open(a->inode, O_RDONLY, kRoot);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->attr.size_bytes, rewritten.size());
-  Result<std::string> got = ReadAll(*reader, *o->file, 20000);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_TRUE(*got == rewritten) << "the open answered from the lookup's stale attributes";
-  ASSERT_OK(reader->Release(std::move(o->file)));
+  ASSERT_NO_FATAL_FAILURE(ExpectReadsAs(*reader, a->inode, rewritten, "a rewritten after the lookup"));
 
   Result<Attributes> b = reader->Lookup(dir->inode, "b", kRoot);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
@@ -144,13 +144,8 @@ TEST_F(ColdReadClientTest, AFileFoundByAPlusListingIsOpenedWithNoMetadataCallAnd
   }
   ASSERT_EQ(found.size(), static_cast<size_t>(kFiles));
   for (int i = 0; i < kFiles; ++i) {
-    const Attributes& attr = found.at("f" + std::to_string(i));
-    Result<Client::Opened> o = reader->Open(attr.inode, O_RDONLY, kRoot);
-    ASSERT_TRUE(o.ok()) << o.status().ToString();
-    Result<std::string> got = ReadAll(*reader, *o->file, bytes[i].size() + 10);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(*got == bytes[i]) << "f" << i;
-    ASSERT_OK(reader->Release(std::move(o->file)));
+    const std::string name = "f" + std::to_string(i);
+    ASSERT_NO_FATAL_FAILURE(ExpectReadsAs(*reader, found.at(name).inode, bytes[i], name));
   }
   const uint64_t calls = reader->Counters().meta_calls - calls_before;
   // The listing, and at most two calls of the client's own (the recall poll, a cluster map).
@@ -162,13 +157,8 @@ TEST_F(ColdReadClientTest, AFileFoundByAPlusListingIsOpenedWithNoMetadataCallAnd
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   const std::string rewritten = RandomBytes(12000, 99);
   ASSERT_OK(writer->WriteFile("/listed/f3", rewritten, kRoot));
-  Result<Client::Opened> o = reader->Open(found.at("f3").inode, O_RDONLY, kRoot);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->attr.size_bytes, rewritten.size());
-  Result<std::string> got = ReadAll(*reader, *o->file, 20000);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_TRUE(*got == rewritten) << "the open answered from the listing's stale attributes";
-  ASSERT_OK(reader->Release(std::move(o->file)));
+  ASSERT_NO_FATAL_FAILURE(ExpectReadsAs(*reader, found.at("f3").inode, rewritten,
+                                        "f3 rewritten after the listing"));
 }
 
 }  // namespace

@@ -466,7 +466,7 @@ class GrpcMetaClient final : public MetaClient {
     Result<DirPage> page = ReadDirPage(dir, cookie, max_entries, plus, c);
     if (keeps && page.ok()) {
       for (const DirEntry& e : page->entries) {
-        if (e.attr && !S_ISDIR(e.attr->mode)) names_.Answered(dir, e.name, ticket, &*e.attr);
+        if (e.attr) names_.Answered(dir, e.name, ticket, &*e.attr);  // keeps files only
       }
     }
     return page;
